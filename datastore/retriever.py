@@ -1,0 +1,197 @@
+"""The one retrieval interface every stage uses: search, open, find.
+
+    store = Datastore.load("world")                  # runs/datastore/world (built by `make datastore`)
+    store.search("founder of Varnholt Industries", k=5)   -> [Hit(doc_id, title, snippet, score)]
+    store.open("w-000123", page=1)                   -> "[w-000123] Title (page 1 of 2)\\n..."
+    store.find("w-000123", "born")                   -> ["... was born in ...", ...]
+
+`datastore.client.RetrievalClient` offers the same methods over HTTP. Bad arguments raise
+RetrievalError (a ValueError with an HTTP status); the agent's tools turn it into a message
+for the model and the server into a 4xx response. `open` reads only rows of this datastore.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from common.errors import UserError
+from common.io import read_manifest
+from common.paths import datastore_dir
+from datastore.store import RowStore
+
+MAX_QUERY_CHARS = 1000
+MAX_K = 100
+MAX_BATCH = 256
+METHODS = ("bm25", "dense", "hybrid")
+RRF_K = 60  # the usual reciprocal-rank-fusion constant: damps the head of each list
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"\w+")
+
+
+class Hit(NamedTuple):
+    doc_id: str
+    title: str
+    snippet: str
+    score: float
+
+
+class RetrievalError(ValueError):
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def rrf_fuse(rankings: list[list[int]], weights: list[float] | None = None, rrf_k: int = RRF_K) -> list[tuple[int, float]]:
+    """Reciprocal-rank fusion: score(x) = sum_r w_r / (rrf_k + rank_r(x)), rank from 1.
+
+    Ties go to the item that ranks higher in the earliest list, so fusion is deterministic.
+    """
+    weights = weights or [1.0] * len(rankings)
+    scores: dict[int, float] = {}
+    first_seen: dict[int, tuple[int, int]] = {}
+    for list_index, (ranking, weight) in enumerate(zip(rankings, weights)):
+        for rank, item in enumerate(ranking, 1):
+            scores[item] = scores.get(item, 0.0) + weight / (rrf_k + rank)
+            first_seen.setdefault(item, (rank, list_index))
+    return sorted(scores.items(), key=lambda pair: (-pair[1], first_seen[pair[0]]))
+
+
+def make_snippet(text: str, query: str, max_chars: int = 300) -> str:
+    """The passage's first sentence (it names the entity) plus the sentence sharing most query words."""
+    sentences = [s for s in _SENTENCE.split(text.strip()) if s]
+    if not sentences:
+        return ""
+    words = set(_WORD.findall(query.lower()))
+    best = max(sentences[1:], key=lambda s: len(words & set(_WORD.findall(s.lower()))), default=None)
+    snippet = sentences[0] if best is None else f"{sentences[0]} ... {best}"
+    return snippet if len(snippet) <= max_chars else snippet[:max_chars].rsplit(" ", 1)[0] + " ..."
+
+
+class Datastore:
+    def __init__(self, folder: Path, manifest: dict, page_words: int = 120, snippet_chars: int = 300):
+        self.folder = Path(folder)
+        self.manifest = manifest
+        self.name = manifest["config"]["name"]
+        self.docs = RowStore(self.folder, "docs")
+        self.passages = RowStore(self.folder, "passages")
+        self.page_words = page_words
+        self.snippet_chars = snippet_chars
+        self._indexes: dict[str, object] = {}
+        self._lock = threading.Lock()
+        self.retrievers = list(manifest["config"]["retrievers"])
+        self.default_method = "hybrid" if "dense" in self.retrievers and "bm25" in self.retrievers else self.retrievers[0]
+        self._doc_ids = np.load(self.folder / "docs.ids.npy", allow_pickle=False)
+        self._doc_row = {doc_id: row for row, doc_id in enumerate(self._doc_ids.tolist())}
+
+    @classmethod
+    def load(cls, name_or_path: str | Path, **kwargs) -> "Datastore":
+        folder = Path(name_or_path)
+        if not (folder / "manifest.json").exists():
+            folder = datastore_dir(str(name_or_path))
+        manifest = read_manifest(folder)
+        if manifest is None or not manifest.get("complete"):
+            raise UserError(f"no complete datastore at {folder}; build it with `make datastore` "
+                            f"(or `python -m datastore.build --name {Path(str(name_or_path)).name} --corpus ...`)")
+        return cls(folder, manifest, **kwargs)
+
+    def index(self, kind: str):
+        """Load an index on first use (the dense one pulls in torch and the encoder)."""
+        with self._lock:
+            if kind not in self._indexes:
+                if kind == "bm25":
+                    from datastore.bm25 import BM25Index
+                    self._indexes[kind] = BM25Index.load(self.folder / "bm25", stemmer=self.manifest["config"]["bm25_stemmer"])
+                else:
+                    from datastore.dense import DenseIndex
+                    self._indexes[kind] = DenseIndex.load(self.folder / "dense")
+            return self._indexes[kind]
+
+    # ---- validation shared with the HTTP server -------------------------------------------
+    def _check_method(self, method: str | None) -> str:
+        method = method or self.default_method
+        if method not in METHODS:
+            raise RetrievalError(f"unknown search method {method!r}; use one of {', '.join(METHODS)}")
+        needed = ("bm25", "dense") if method == "hybrid" else (method,)
+        missing = [m for m in needed if m not in self.retrievers]
+        if missing:
+            raise RetrievalError(f"this datastore has no {' or '.join(missing)} index; built: {', '.join(self.retrievers)}")
+        return method
+
+    @staticmethod
+    def _check_query(query) -> str:
+        if not isinstance(query, str) or not query.strip():
+            raise RetrievalError("the query is empty; search for some words")
+        if len(query) > MAX_QUERY_CHARS:
+            raise RetrievalError(f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+        return query.strip()
+
+    @staticmethod
+    def _check_k(k) -> int:
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise RetrievalError(f"k must be an integer from 1 to {MAX_K} (got {k!r})")
+        return k
+
+    def _row_of(self, doc_id) -> int:
+        row = self._doc_row.get(doc_id) if isinstance(doc_id, str) else None
+        if row is None:
+            raise RetrievalError(f"unknown document id {str(doc_id)[:80]!r}; use an id from the search results", 404)
+        return row
+
+    # ---- the interface --------------------------------------------------------------------
+    def search(self, query: str, k: int = 5, method: str | None = None) -> list[Hit]:
+        return self.search_batch([query], k, method)[0]
+
+    def search_batch(self, queries: list[str], k: int = 5, method: str | None = None) -> list[list[Hit]]:
+        if not isinstance(queries, list) or not 1 <= len(queries) <= MAX_BATCH:
+            raise RetrievalError(f"send a list of 1 to {MAX_BATCH} queries")
+        queries = [self._check_query(q) for q in queries]
+        k, method = self._check_k(k), self._check_method(method)
+        depth = min(max(3 * k, 30), len(self.passages))  # passages per doc are deduplicated below
+        rankings = self._rank(queries, depth, method)
+        return [self._hits(query, ranking, k) for query, ranking in zip(queries, rankings)]
+
+    def _rank(self, queries: list[str], depth: int, method: str) -> list[list[tuple[int, float]]]:
+        if method in ("bm25", "dense"):
+            rows, scores = self.index(method).search_batch(queries, depth)
+            return [[(int(r), float(s)) for r, s in zip(rr, ss) if r >= 0] for rr, ss in zip(rows, scores)]
+        sparse = self._rank(queries, depth, "bm25")
+        dense = self._rank(queries, depth, "dense")
+        return [rrf_fuse([[r for r, _ in a], [r for r, _ in b]]) for a, b in zip(sparse, dense)]
+
+    def _hits(self, query: str, ranking: list[tuple[int, float]], k: int) -> list[Hit]:
+        hits, seen = [], set()
+        for row, score in ranking:
+            passage = self.passages[row]
+            if passage["doc_id"] in seen:
+                continue
+            seen.add(passage["doc_id"])
+            hits.append(Hit(passage["doc_id"], passage["title"], make_snippet(passage["text"], query, self.snippet_chars), round(score, 4)))
+            if len(hits) == k:
+                break
+        return hits
+
+    def document(self, doc_id: str) -> dict:
+        return self.docs[self._row_of(doc_id)]
+
+    def open(self, doc_id: str, page: int = 1) -> str:
+        doc = self.document(doc_id)
+        words = doc["text"].split()
+        pages = max(1, -(-len(words) // self.page_words))
+        if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= pages:
+            raise RetrievalError(f"page {page!r} is out of range: [{doc_id}] has pages 1 to {pages}")
+        body = " ".join(words[(page - 1) * self.page_words: page * self.page_words])
+        return f"[{doc_id}] {doc['title']} (page {page} of {pages})\n{body}"
+
+    def find(self, doc_id: str, text: str) -> list[str]:
+        doc = self.document(doc_id)
+        needle = self._check_query(text).lower()
+        return [s for s in _SENTENCE.split(doc["text"]) if needle in s.lower()]
+
+    def info(self) -> dict:
+        counts = self.manifest["counts"]
+        return {"name": self.name, "docs": counts["docs"], "passages": counts["passages"],
+                "retrievers": self.retrievers, "default_method": self.default_method}
