@@ -19,7 +19,8 @@ def realdata_dir() -> Path:
 
 
 def models_dir() -> Path:
-    return runs_dir() / "models"
+    """Converted models; MODELS_DIR moves them apart from the other artifacts (tests use this)."""
+    return Path(os.environ.get("MODELS_DIR", runs_dir() / "models"))
 
 
 def datastore_dir(name: str) -> Path:

@@ -1,0 +1,190 @@
+"""Generation backends behind one interface: a batch of conversations in, one assistant turn each out.
+
+- `TransformersBackend`: local model (CPU or one GPU), batched `generate` with left padding.
+- `VLLMBackend`: vLLM's offline engine on GPUs (imported only when used; not in the CPU install).
+- `OpenAIBackend`: any OpenAI-compatible `/v1/chat/completions` endpoint (a vLLM server, a hosted
+  teacher), with a concurrency limit and retries with backoff; a question whose calls keep failing
+  is reported as failed, never silently dropped.
+
+Local backends render the conversation with the tokenizer's chat template and return raw text,
+which `agent.chat.parse_assistant` splits into content and tool calls.
+"""
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from agent.chat import render_tool_call
+
+
+@dataclass
+class Completion:
+    text: str  # the assistant's raw text, tool calls in hermes form
+    tokens: int  # tokens generated this turn
+    prompt_tokens: int  # tokens in the context before this turn
+    error: str | None = None  # set when the backend could not produce a turn (overflow, endpoint down)
+
+
+@dataclass
+class Sampling:
+    max_new_tokens: int = 256
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    max_context_tokens: int = 4096
+
+
+class TransformersBackend:
+    def __init__(self, model, tokenizer, sampling: Sampling, batch_size: int = 16):
+        self.model, self.tokenizer, self.sampling, self.batch_size = model, tokenizer, sampling, batch_size
+        self.model.eval()
+
+    def render(self, conversation: list[dict], tools: list | None) -> str:
+        return self.tokenizer.apply_chat_template(conversation, tools=tools, add_generation_prompt=True, tokenize=False)
+
+    def complete(self, conversations: list[list[dict]], tools: list | None) -> list[Completion]:
+        prompts = [self.render(conv, tools) for conv in conversations]
+        ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        results: list[Completion | None] = [None] * len(prompts)
+        limit = self.sampling.max_context_tokens - self.sampling.max_new_tokens
+        runnable = []
+        for index, row in enumerate(ids):
+            if len(row) > limit:
+                results[index] = Completion("", 0, len(row), error=f"context of {len(row)} tokens exceeds {limit}")
+            else:
+                runnable.append(index)
+        runnable.sort(key=lambda i: len(ids[i]))  # similar lengths share a batch: less padding
+        for start in range(0, len(runnable), self.batch_size):
+            chunk = runnable[start:start + self.batch_size]
+            for index, completion in zip(chunk, self._generate([ids[i] for i in chunk])):
+                results[index] = completion
+        return results
+
+    def _generate(self, batch: list[list[int]]) -> list[Completion]:
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        width = max(len(row) for row in batch)
+        input_ids = torch.tensor([[pad] * (width - len(row)) + row for row in batch])
+        attention = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in batch])
+        greedy = self.sampling.temperature <= 0
+        with torch.no_grad():
+            output = self.model.generate(
+                input_ids=input_ids, attention_mask=attention, max_new_tokens=self.sampling.max_new_tokens,
+                do_sample=not greedy, temperature=None if greedy else self.sampling.temperature,
+                top_p=None if greedy else self.sampling.top_p, top_k=None,
+                pad_token_id=pad, eos_token_id=self.tokenizer.eos_token_id)
+        completions = []
+        for row, generated in zip(batch, output[:, width:].tolist()):
+            if self.tokenizer.eos_token_id in generated:
+                generated = generated[:generated.index(self.tokenizer.eos_token_id) + 1]
+            while generated and generated[-1] == pad and pad != self.tokenizer.eos_token_id:
+                generated.pop()
+            text = self.tokenizer.decode(generated, skip_special_tokens=True)
+            completions.append(Completion(text, len(generated), len(row)))
+        return completions
+
+
+class VLLMBackend(TransformersBackend):
+    """Same rendering as the transformers backend; generation by vLLM's offline engine (GPU)."""
+
+    def __init__(self, model_path: str, tokenizer, sampling: Sampling, **engine_args):
+        from vllm import LLM
+
+        self.tokenizer, self.sampling = tokenizer, sampling
+        self.llm = LLM(model=model_path, max_model_len=sampling.max_context_tokens, **engine_args)
+
+    def complete(self, conversations: list[list[dict]], tools: list | None) -> list[Completion]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=self.sampling.max_new_tokens, temperature=self.sampling.temperature,
+                                top_p=self.sampling.top_p)
+        prompts = [self.render(conv, tools) for conv in conversations]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [Completion(out.outputs[0].text, len(out.outputs[0].token_ids), len(out.prompt_token_ids))
+                for out in outputs]
+
+
+class OpenAIBackend:
+    """An OpenAI-compatible chat endpoint; native tool calls are turned back into hermes text."""
+
+    def __init__(self, base_url: str, model: str, sampling: Sampling, api_key: str = "EMPTY",
+                 concurrency: int = 8, retries: int = 4, backoff: float = 1.0, timeout: float = 120.0):
+        import httpx
+
+        self.model, self.sampling = model, sampling
+        self.concurrency, self.retries, self.backoff = concurrency, retries, backoff
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout,
+                                  headers={"Authorization": f"Bearer {api_key}"})
+
+    def complete(self, conversations: list[list[dict]], tools: list | None) -> list[Completion]:
+        schemas = _schemas(tools)
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(lambda conv: self._one(conv, schemas), conversations))
+
+    def _one(self, conversation: list[dict], schemas: list[dict] | None) -> Completion:
+        body = {"model": self.model, "messages": to_openai_messages(conversation),
+                "max_tokens": self.sampling.max_new_tokens, "temperature": self.sampling.temperature,
+                "top_p": self.sampling.top_p}
+        if schemas:
+            body["tools"] = schemas
+        last_error = "no attempt made"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                response = self._http.post("/chat/completions", json=body)
+                if response.status_code >= 500 or response.status_code == 429:
+                    last_error = f"HTTP {response.status_code}"
+                    continue
+                response.raise_for_status()
+                return _completion_from(response.json())
+            except Exception as exc:  # transport errors, bad JSON, malformed payloads: retry, then report
+                last_error = f"{type(exc).__name__}: {exc}"
+        return Completion("", 0, 0, error=f"endpoint failed after {self.retries + 1} attempts ({last_error})")
+
+
+def _schemas(tools: list | None) -> list[dict] | None:
+    if not tools:
+        return None
+    from transformers.utils import get_json_schema
+
+    return [get_json_schema(tool) for tool in tools]
+
+
+def _completion_from(payload: dict) -> Completion:
+    message = payload["choices"][0]["message"]
+    text = message.get("content") or ""
+    for call in message.get("tool_calls") or []:
+        function = call["function"]
+        arguments = function.get("arguments", "{}")
+        try:
+            arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except json.JSONDecodeError:
+            text += f"\n<tool_call>\n{{\"name\": \"{function['name']}\", \"arguments\": {arguments}\n</tool_call>"
+            continue
+        text += "\n" + render_tool_call({"function": {"name": function["name"], "arguments": arguments}})
+    usage = payload.get("usage") or {}
+    return Completion(text.strip(), usage.get("completion_tokens", 0), usage.get("prompt_tokens", 0))
+
+
+def to_openai_messages(conversation: list[dict]) -> list[dict]:
+    """Our messages (arguments as dicts, tool replies by name) -> the OpenAI wire format."""
+    out, pending = [], []
+    for message in conversation:
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            calls = []
+            for number, call in enumerate(message["tool_calls"]):
+                call_id = f"call_{len(out)}_{number}"
+                pending.append(call_id)
+                calls.append({"id": call_id, "type": "function", "function": {
+                    "name": call["function"]["name"], "arguments": json.dumps(call["function"]["arguments"])}})
+            out.append({"role": "assistant", "content": message.get("content") or "", "tool_calls": calls})
+        elif message["role"] == "tool" and pending:
+            out.append({"role": "tool", "tool_call_id": pending.pop(0), "content": message["content"]})
+        elif message["role"] == "tool":  # an error reply to an unparsable call: no id to answer
+            out.append({"role": "user", "content": message["content"]})
+        else:
+            out.append({"role": message["role"], "content": message.get("content") or ""})
+    return out

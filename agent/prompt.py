@@ -1,0 +1,38 @@
+"""The system prompts: the task, the tools, the budget and the answer convention.
+
+The same text is used by every stage (oracle trajectories, SFT, RL rollouts, evaluation, demo),
+so a trajectory means the same thing everywhere. Change it and you change the task: SFT data
+made with an old prompt no longer matches, which is why its hash goes into manifests.
+"""
+import hashlib
+
+SEARCH_PROMPT = """You answer questions using a collection of documents. You do not know the \
+people, places and things it describes: every fact must come from the documents.
+
+Use the tools. Search for one entity at a time by its name, read the results, and open or search \
+inside a document when a snippet is not enough. When a question needs several facts, find them \
+one after another: the answer to one search tells you what to search next. You may make at most \
+{max_tool_calls} tool calls. Before each call, write one short sentence saying what you need.
+
+When you know the answer, reply with only the answer inside answer tags, for example \
+<answer>1874</answer> or <answer>Elsa Marrow</answer>. Answers are short: a name, a year, a \
+number, or yes or no."""
+
+CLOSED_BOOK_PROMPT = """Answer the question. Reply with only the answer inside answer tags, for \
+example <answer>1874</answer> or <answer>Elsa Marrow</answer>. Answers are short: a name, a year, \
+a number, or yes or no."""
+
+CONTEXT_PROMPT = CLOSED_BOOK_PROMPT + """ Use the documents given with the question."""
+
+
+def system_prompt(max_tool_calls: int, closed_book: bool = False) -> str:
+    return CLOSED_BOOK_PROMPT if closed_book else SEARCH_PROMPT.format(max_tool_calls=max_tool_calls)
+
+
+def first_messages(question: str, max_tool_calls: int, closed_book: bool = False) -> list[dict]:
+    return [{"role": "system", "content": system_prompt(max_tool_calls, closed_book)},
+            {"role": "user", "content": question}]
+
+
+def prompt_hash() -> str:
+    return hashlib.sha256((SEARCH_PROMPT + CLOSED_BOOK_PROMPT).encode()).hexdigest()[:12]

@@ -1,0 +1,175 @@
+"""Run the search agent over a question set: predictions.jsonl (full trajectories) + metrics.json.
+
+    python -m agent.run --model smollm2-135m --questions runs/data/world/questions/dev.jsonl \
+        --datastore world --out runs/smollm2-135m/base/eval/dev
+
+--model: tiny | smollm2-135m | a local checkpoint | a hub id (online) | an endpoint model name
+with --backend openai --base-url URL. --closed-book runs without tools (the model answers from
+memory), the proof that the questions need search. A rerun resumes: questions already in
+predictions.jsonl are kept, the rest are run and appended one finished batch at a time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from common.errors import UserError, cli_main
+from common.io import atomic_write_json
+
+from agent.backends import OpenAIBackend, Sampling, TransformersBackend, VLLMBackend
+from agent.episode import EpisodeConfig, run_episodes
+from agent.tools import SearchTools
+
+
+def read_questions(path: str, limit: int | None = None) -> list[dict]:
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"question file {path} does not exist; build questions with `make data`")
+    questions = []
+    with open(file) as handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}, line {lineno}: not valid JSON ({exc.msg}); expected one question record per line") from None
+            if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("question"), str):
+                raise UserError(f"{path}, line {lineno}: a question record needs string \"id\" and \"question\" fields")
+            questions.append(row)
+    return questions[:limit] if limit else questions
+
+
+def read_done(path: Path) -> dict[str, dict]:
+    """Finished records of an earlier run. A torn last line (killed mid-write) is dropped, and
+    episodes that failed on the backend (endpoint down) are run again."""
+    done = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("finish") == "error":
+                done.pop(record["id"], None)
+            else:
+                done[record["id"]] = record
+    return done
+
+
+def make_backend(args):
+    sampling = Sampling(args.max_new_tokens, args.temperature, args.top_p, args.max_context_tokens)
+    if args.backend == "openai":
+        if not args.base_url:
+            raise UserError("--backend openai needs --base-url (e.g. http://127.0.0.1:8001/v1)")
+        return OpenAIBackend(args.base_url, args.model, sampling, api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"),
+                             concurrency=args.concurrency)
+    from agent.chat import prepare_tokenizer
+    from agent.models import load_model, resolve_model
+
+    if args.backend == "vllm":
+        from transformers import AutoTokenizer
+        path = resolve_model(args.model)
+        return VLLMBackend(path, prepare_tokenizer(AutoTokenizer.from_pretrained(path)), sampling)
+    model, tokenizer = load_model(args.model, dtype=args.dtype)
+    return TransformersBackend(model, prepare_tokenizer(tokenizer), sampling, batch_size=args.batch_size)
+
+
+def make_retriever(args):
+    if args.closed_book:
+        return None
+    if args.retrieval_url:
+        from datastore.client import RetrievalClient
+        return RetrievalClient(args.retrieval_url)
+    from datastore.retriever import Datastore
+    return Datastore.load(args.datastore)
+
+
+def score(records: list[dict]) -> dict:
+    from eval.metrics import aggregate, best_em, best_f1, breakdown, evidence_recall
+
+    for record in records:
+        record["em"] = best_em(record["prediction"], record["answers"])
+        record["f1"] = best_f1(record["prediction"], record["answers"])
+        record["answered"] = record["prediction"] is not None
+        gold = record.get("gold_doc_ids") or []
+        record["evidence_recall"] = evidence_recall(gold, record["retrieved"] + record["opened"]) if gold else None
+    return {"overall": aggregate(records),
+            **{f"by_{key}": breakdown(records, key) for key in ("hops", "type", "pool") if any(r.get(key) is not None for r in records)}}
+
+
+def run(args) -> dict:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    questions = read_questions(args.questions, args.limit)
+    predictions = out / "predictions.jsonl"
+    done = read_done(predictions)
+    stale = set(done) - {q["id"] for q in questions}
+    if stale:
+        raise UserError(f"{predictions} holds {len(stale)} questions not in {args.questions}; use a new --out folder")
+    todo = [q for q in questions if q["id"] not in done]
+    print(f"{len(questions)} questions: {len(done)} already done, {len(todo)} to run")
+    started = time.perf_counter()
+    if todo:
+        backend, retriever = make_backend(args), make_retriever(args)
+        config = EpisodeConfig(args.max_turns, args.max_tool_calls, args.closed_book)
+        with open(predictions, "a") as handle:
+            for start in range(0, len(todo), args.chunk):
+                episodes = run_episodes(todo[start:start + args.chunk], backend,
+                                        lambda: SearchTools(retriever, k=args.k, method=args.method), config,
+                                        progress=not args.quiet)
+                for episode in episodes:
+                    record = episode.record()
+                    done[record["id"]] = record
+                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                handle.flush()
+    records = [done[q["id"]] for q in questions]
+    metrics = score(records)
+    metrics["run"] = {"model": args.model, "backend": args.backend, "questions": args.questions,
+                      "datastore": None if args.closed_book else (args.retrieval_url or args.datastore),
+                      "closed_book": args.closed_book, "k": args.k, "max_turns": args.max_turns,
+                      "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+                      "seconds_this_run": round(time.perf_counter() - started, 1), "n_run_now": len(todo)}
+    atomic_write_json(out / "metrics.json", metrics)
+    overall = metrics["overall"]
+    print(f"EM {overall['em']:.3f}  F1 {overall['f1']:.3f}  answer rate {overall['answer_rate']:.3f}  "
+          f"tool calls {overall['tool_calls']:.2f}  -> {out}")
+    return metrics
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description="Run the search agent over a question set.")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--questions", required=True, help="JSONL of question records")
+    parser.add_argument("--out", required=True, help="folder for predictions.jsonl and metrics.json")
+    parser.add_argument("--datastore", default="world", help="datastore name or folder (in-process retrieval)")
+    parser.add_argument("--retrieval-url", help="use a `python -m datastore.serve` server instead")
+    parser.add_argument("--method", choices=["bm25", "dense", "hybrid"], help="search method (default: the datastore's)")
+    parser.add_argument("--k", type=int, default=5, help="hits per search")
+    parser.add_argument("--closed-book", action="store_true", help="no tools: answer from memory")
+    parser.add_argument("--backend", choices=["transformers", "vllm", "openai"], default="transformers")
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint for --backend openai")
+    parser.add_argument("--concurrency", type=int, default=8, help="parallel requests for --backend openai")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--chunk", type=int, default=64, help="questions per checkpointed batch of episodes")
+    parser.add_argument("--limit", type=int, help="only the first N questions")
+    parser.add_argument("--max-turns", type=int, default=8)
+    parser.add_argument("--max-tool-calls", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--max-context-tokens", type=int, default=4096)
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--quiet", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    cli_main(main)

@@ -1,0 +1,150 @@
+"""The agent: template round trip, tool-call parsing, the episode loop with bad calls, run/resume."""
+import json
+
+import pytest
+
+from agent.backends import Completion
+from agent.chat import parse_assistant, render_tool_call
+from agent.episode import EpisodeConfig, run_episodes
+from agent.tools import SearchTools, tool_functions, tool_specs
+from datastore.build import DatastoreConfig, build
+from datastore.retriever import Datastore
+from tests.test_datastore import write_corpus
+
+SPECS = tool_specs()
+
+
+@pytest.fixture
+def store(runs, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.jsonl")
+    build(DatastoreConfig(name="agent", corpus=str(corpus), retrievers=["bm25"]), progress=False)
+    return Datastore.load("agent")
+
+
+class ScriptedBackend:
+    """Replays fixed assistant texts, one per turn, for every conversation in the batch."""
+
+    def __init__(self, script):
+        self.script, self.calls = script, []
+
+    def complete(self, conversations, tools):
+        self.calls.append(len(conversations))
+        return [Completion(self.script[sum(m["role"] == "assistant" for m in conv)], 7, 100) for conv in conversations]
+
+
+def call(name, **arguments):
+    return render_tool_call({"function": {"name": name, "arguments": arguments}})
+
+
+def test_parse_valid_and_malformed_calls():
+    turn = parse_assistant("I need Ada's birthplace.\n" + call("search", query="Ada Voss"), SPECS)
+    assert turn.content == "I need Ada's birthplace."
+    assert turn.tool_calls == [{"type": "function", "function": {"name": "search", "arguments": {"query": "Ada Voss"}}}]
+    assert not turn.errors
+    cases = {
+        '<tool_call>\n{"name": "search", "arguments": {"query": "x"</tool_call>': "not valid JSON",
+        '<tool_call>\n{"name": "browse", "arguments": {}}\n</tool_call>': "unknown tool 'browse'",
+        '<tool_call>\n{"name": "open", "arguments": {}}\n</tool_call>': "needs the argument(s) doc_id",
+        '<tool_call>\n{"name": "open", "arguments": {"doc_id": 5}}\n</tool_call>': "doc_id of open must be a string",
+        '<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call>': "needs the argument(s) query",
+        '<tool_call>\n{"name": "open", "arguments": {"doc_id": "a", "page": 1, "x": 2}}\n</tool_call>': "takes no argument(s) x",
+        '<tool_call>\n{"name": "search", "arguments": {"query": "unterminated"}}': None,  # cut off, still valid JSON
+        "<tool_call>[1, 2]</tool_call>": 'needs a "name"',
+    }
+    for text, message in cases.items():
+        turn = parse_assistant(text, SPECS)
+        if message is None:
+            assert turn.tool_calls and not turn.errors
+        else:
+            assert not turn.tool_calls and message in turn.errors[0], (text, turn.errors)
+    plain = parse_assistant("<answer>1871</answer>", SPECS)
+    assert not plain.has_tool_syntax and plain.content == "<answer>1871</answer>"
+
+
+def test_trajectory_renders_and_parses_back(tokenizer, store):
+    """A trajectory renders through the tool template; each assistant span parses back to its message."""
+    tools = SearchTools(store)
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "Where was Ada Voss born?"},
+        {"role": "assistant", "content": "I need Ada Voss.", "tool_calls": [
+            {"type": "function", "function": {"name": "search", "arguments": {"query": "Ada Voss"}}}]},
+        {"role": "tool", "name": "search", "content": tools.search("Ada Voss")},
+        {"role": "assistant", "content": "<answer>Kestrel</answer>"},
+    ]
+    text = tokenizer.apply_chat_template(messages, tools=tool_functions(tools), tokenize=False)
+    assert '"name": "search"' in text and "<tools>" in text
+    spans = [part.split("<|im_end|>")[0] for part in text.split("<|im_start|>assistant\n")[1:]]
+    parsed = [parse_assistant(span, SPECS) for span in spans]
+    assert parsed[0].content == "I need Ada Voss." and parsed[0].tool_calls == messages[2]["tool_calls"]
+    assert parsed[1].content == "<answer>Kestrel</answer>" and not parsed[1].has_tool_syntax
+    # prefix preservation: rendering the first turns alone is a prefix of the whole
+    prefix = tokenizer.apply_chat_template(messages[:4], tools=tool_functions(tools), tokenize=False)
+    assert text.startswith(prefix)
+
+
+def test_episode_loop_with_malformed_calls(store):
+    script = [
+        '<tool_call>\n{"name": "search", "arguments": {"query": "Ada"</tool_call>',  # bad JSON
+        call("open", doc_id="no-such-doc"),  # valid call, tool error
+        "Ada Voss was born in Kestrel.\n" + call("search", query="Ada Voss born"),
+        "<answer>Kestrel</answer>",
+    ]
+    backend = ScriptedBackend(script)
+    episodes = run_episodes([{"id": "q1", "question": "Where was Ada Voss born?", "answers": ["Kestrel"]},
+                             {"id": "q2", "question": "Same?", "answers": ["x"]}],
+                            backend, lambda: SearchTools(store), EpisodeConfig(), progress=False)
+    record = episodes[0].record()
+    assert record["finish"] == "answer" and record["prediction"] == "Kestrel"
+    assert record["tool_calls"] == 3 and record["valid_tool_calls"] == 1
+    assert "ada" in record["retrieved"]
+    roles = [m["role"] for m in record["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert record["messages"][3]["content"].startswith("Error: the tool call is not valid JSON")
+    assert "unknown document id" in record["messages"][5]["content"]
+    assert backend.calls == [2, 2, 2, 2]  # both questions advance together, one batch per round
+    assert record["tokens_generated"] == 28
+
+
+def test_budget_and_no_answer(store):
+    looping = ScriptedBackend([call("search", query="Kestrel")] * 10)
+    episode = run_episodes([{"id": "q", "question": "?"}], looping, lambda: SearchTools(store),
+                           EpisodeConfig(max_turns=3), progress=False)[0]
+    assert episode.finish == "budget" and episode.turns == 3 and episode.prediction is None
+    capped = run_episodes([{"id": "q", "question": "?"}], looping, lambda: SearchTools(store),
+                          EpisodeConfig(max_turns=5, max_tool_calls=2), progress=False)[0]
+    assert capped.tools.log.n_valid == 2 and "budget of 2 tool calls" in capped.messages[-1]["content"]
+    chatty = run_episodes([{"id": "q", "question": "?"}], ScriptedBackend(["I think it is Kestrel."]),
+                          lambda: SearchTools(store), EpisodeConfig(), progress=False)[0]
+    assert chatty.finish == "no_answer" and chatty.prediction is None
+
+
+def test_tiny_model_episode_end_to_end(store, tiny):
+    from agent.backends import Sampling, TransformersBackend
+
+    model, tokenizer = tiny
+    backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens=8), batch_size=2)
+    questions = [{"id": f"q{i}", "question": q, "answers": ["Kestrel"]} for i, q in enumerate(["Where?", "Who founded Kestrel?", "When?"])]
+    episodes = run_episodes(questions, backend, lambda: SearchTools(store), EpisodeConfig(max_turns=2), progress=False)
+    for episode in episodes:
+        assert episode.done and episode.turns >= 1
+        assert 1 <= episode.tokens_generated <= 16
+        assert episode.messages[0]["role"] == "system"
+
+
+def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
+    from agent.run import main
+
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Question {i}?", "answers": ["x"], "hops": 1})
+                                 + "\n" for i in range(3)))
+    out = tmp_path / "out"
+    args = ["--model", "tiny", "--questions", str(questions), "--datastore", "agent", "--out", str(out),
+            "--max-new-tokens", "4", "--max-turns", "1", "--quiet"]
+    main(args + ["--limit", "2"])
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 2
+    main(args)
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["q0", "q1", "q2"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["overall"]["n"] == 3 and metrics["run"]["n_run_now"] == 1
