@@ -86,20 +86,26 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextmanager
-def serve_in_thread(store: Datastore, host: str = "127.0.0.1", port: int | None = None,
-                    start_timeout: float = 20.0) -> Iterator[str]:
-    """Run the server in a background thread (tests, benchmarks); yield its base URL."""
+def serve_in_thread(store: Datastore, host: str = "127.0.0.1", port: int | None = None) -> Iterator[str]:
+    """Run the datastore server in a background thread (tests, benchmarks); yield its base URL."""
+    with app_in_thread(create_app(store), host, port) as url:
+        yield url
+
+
+@contextmanager
+def app_in_thread(app, host: str = "127.0.0.1", port: int | None = None, start_timeout: float = 20.0) -> Iterator[str]:
+    """Serve any ASGI app on loopback from a daemon thread until the block ends."""
     import uvicorn
 
     port = port or free_port(host)
-    server = uvicorn.Server(uvicorn.Config(create_app(store), host=host, port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
             server.should_exit = True
-            raise RuntimeError(f"datastore server did not start on {host}:{port}")
+            raise RuntimeError(f"server did not start on {host}:{port}")
         time.sleep(0.05)
     try:
         yield f"http://{host}:{port}"

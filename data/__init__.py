@@ -1,0 +1,1 @@
+"""Data: the synthetic world, question and trajectory synthesis, real-set readers."""

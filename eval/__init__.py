@@ -1,0 +1,1 @@
+"""Evaluation: answer metrics (HotpotQA-official EM/F1), benchmark runs, tables and plots."""

@@ -1,0 +1,134 @@
+"""Answer and episode metrics, scored exactly as the official HotpotQA script does.
+
+    from eval.metrics import best_em, best_f1, extract_answer, aggregate, breakdown
+    pred = extract_answer(final_message)              # text of the last <answer>...</answer>, or None
+    record = {"em": best_em(pred, q["answers"]), "f1": best_f1(pred, q["answers"]), ...}
+    aggregate(records); breakdown(records, "hops")
+
+Normalization follows `hotpot_evaluate_v1.py`: lower-case, drop the ASCII punctuation of
+`string.punctuation` (other symbols such as an en dash stay), drop the whole words a/an/the,
+collapse whitespace, in that order. F1 is token F1 with multiset overlap, and 0 when either
+side normalizes to yes/no/noanswer and the two differ. Over answer aliases the best score counts;
+a missing (None) prediction scores 0.
+"""
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from typing import Iterable
+
+_PUNCTUATION = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_SPECIAL = ("yes", "no", "noanswer")
+_OPEN, _CLOSE = re.compile(r"<answer>", re.IGNORECASE), re.compile(r"</answer>", re.IGNORECASE)
+_CHUNK_SUFFIX = re.compile(r"#\d+$")
+
+
+def normalize_answer(s: str) -> str:
+    """lower -> remove punctuation -> remove articles -> collapse whitespace (the official order)."""
+    text = s.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str | None, gold: str) -> float:
+    if prediction is None:
+        return 0.0
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def f1_score(prediction: str | None, gold: str) -> tuple[float, float, float]:
+    """(f1, precision, recall) over normalized tokens, as the official script."""
+    if prediction is None:
+        return 0.0, 0.0, 0.0
+    pred_norm, gold_norm = normalize_answer(prediction), normalize_answer(gold)
+    if (pred_norm in _SPECIAL or gold_norm in _SPECIAL) and pred_norm != gold_norm:
+        return 0.0, 0.0, 0.0
+    pred_tokens, gold_tokens = pred_norm.split(), gold_norm.split()
+    same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    if same == 0:
+        return 0.0, 0.0, 0.0
+    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall), precision, recall
+
+
+def best_em(prediction: str | None, answers: Iterable[str]) -> float:
+    """The best exact match over the answer aliases (0 for a None prediction or no aliases)."""
+    return max((exact_match(prediction, answer) for answer in answers), default=0.0)
+
+
+def best_f1(prediction: str | None, answers: Iterable[str]) -> float:
+    """The best F1 over the answer aliases (0 for a None prediction or no aliases)."""
+    return max((f1_score(prediction, answer)[0] for answer in answers), default=0.0)
+
+
+def extract_answer(text: str | None) -> str | None:
+    """The stripped content of the last complete `<answer>...</answer>`; None if absent or empty.
+
+    "Last" is the last `<answer>` that is closed later; its content runs to the first
+    `</answer>` after it, so with nested tags the innermost last pair wins.
+    """
+    if not text:
+        return None
+    for opening in reversed(list(_OPEN.finditer(text))):
+        closing = _CLOSE.search(text, opening.end())
+        if closing:
+            return text[opening.end():closing.start()].strip() or None
+    return None
+
+
+def evidence_recall(gold_doc_ids: Iterable[str], retrieved_doc_ids: Iterable[str]) -> float | None:
+    """Fraction of the gold document ids among the retrieved/opened ids; None without gold ids.
+
+    A passage id `<doc_id>#<n>` counts for its document.
+    """
+    gold = set(gold_doc_ids or ())
+    if not gold:
+        return None
+    seen = set()
+    for doc_id in retrieved_doc_ids or ():
+        seen.add(doc_id)
+        seen.add(_CHUNK_SUFFIX.sub("", doc_id))
+    return len(gold & seen) / len(gold)
+
+
+def _mean(values: list) -> float | None:
+    values = [float(v) for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def aggregate(records: list[dict]) -> dict:
+    """Means over per-question records: em, f1, answer_rate, valid_tool_call_rate, ...
+
+    Each mean is taken over the records that carry the key (None when none do);
+    `valid_tool_call_rate` is valid calls / all calls over every episode (None without calls);
+    `evidence_recall` ignores questions without gold documents.
+    """
+    records = list(records)
+    calls = sum(int(r.get("tool_calls") or 0) for r in records)
+    valid = sum(int(r.get("valid_tool_calls") or 0) for r in records)
+    return {
+        "n": len(records),
+        "em": _mean([r.get("em") for r in records]),
+        "f1": _mean([r.get("f1") for r in records]),
+        "answer_rate": _mean([r.get("answered") for r in records]),
+        "valid_tool_call_rate": valid / calls if calls else None,
+        "tool_calls": _mean([r.get("tool_calls") for r in records]),
+        "tokens_generated": _mean([r.get("tokens_generated") for r in records]),
+        "evidence_recall": _mean([r.get("evidence_recall") for r in records]),
+    }
+
+
+def _order(value) -> tuple:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (value is None, not number, value if number else str(value))
+
+
+def breakdown(records: list[dict], key: str) -> dict:
+    """`aggregate` per value of `key` (e.g. hops, type, pool); records without it go under None."""
+    groups: dict = {}
+    for record in records:
+        groups.setdefault(record.get(key), []).append(record)
+    return {value: aggregate(groups[value]) for value in sorted(groups, key=_order)}
