@@ -28,11 +28,18 @@ def tool_chat_template() -> str:
 
 
 def prepare_tokenizer(tokenizer):
-    """Give a tool-less ChatML tokenizer the tool template; left-pad for batched generation."""
-    from trl.chat_template_utils import supports_tool_calling
+    """Give a tool-less ChatML tokenizer the tool template; left-pad for batched generation.
+
+    A native template that is not prefix-preserving (Qwen3 drops earlier turns' <think> blocks)
+    is swapped for TRL's training variant, which renders every turn the same way at every step,
+    so the agent's multi-turn prompts, SFT data and RL rollouts are token-for-token consistent.
+    """
+    from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving, supports_tool_calling
 
     if not tokenizer.chat_template or not supports_tool_calling(tokenizer):
         tokenizer.chat_template = tool_chat_template()
+    elif not is_chat_template_prefix_preserving(tokenizer):
+        tokenizer.chat_template = get_training_chat_template(tokenizer) or tokenizer.chat_template
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"

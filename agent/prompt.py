@@ -6,23 +6,16 @@ made with an old prompt no longer matches, which is why its hash goes into manif
 """
 import hashlib
 
-SEARCH_PROMPT = """You answer questions using a collection of documents. You do not know the \
-people, places and things it describes: every fact must come from the documents.
-
-Use the tools. Search for one entity at a time by its name, read the results, and open or search \
-inside a document when a snippet is not enough. When a question needs several facts, find them \
-one after another: the answer to one search tells you what to search next. You may make at most \
-{max_tool_calls} tool calls. Before each call, write one short sentence saying what you need.
-
-When you know the answer, reply with only the answer inside answer tags, for example \
-<answer>1874</answer> or <answer>Elsa Marrow</answer>. Answers are short: a name, a year, a \
-number, or yes or no."""
+SEARCH_PROMPT = """Answer the question by searching the documents: you do not know the people, \
+places and things they describe. Search for one entity at a time by its name; what one search \
+finds tells you what to search next. Open a document, or find words in it, when a snippet is not \
+enough. Before each tool call, write one short sentence saying what you need. You may make at \
+most {max_tool_calls} tool calls. Finish with only the answer inside answer tags, for example \
+<answer>1874</answer>: a name, a year, a number, or yes or no."""
 
 CLOSED_BOOK_PROMPT = """Answer the question. Reply with only the answer inside answer tags, for \
-example <answer>1874</answer> or <answer>Elsa Marrow</answer>. Answers are short: a name, a year, \
-a number, or yes or no."""
+example <answer>1874</answer>: a name, a year, a number, or yes or no."""
 
-CONTEXT_PROMPT = CLOSED_BOOK_PROMPT + """ Use the documents given with the question."""
 
 
 def system_prompt(max_tool_calls: int, closed_book: bool = False) -> str:

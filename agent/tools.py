@@ -40,13 +40,10 @@ class SearchTools:
         self.log = ToolLog()
 
     def search(self, query: str) -> str:
-        """Search the document collection and return the best matching documents.
+        """Search the documents. Returns one line per hit: [doc_id] title: snippet.
 
         Args:
-            query: A few keywords or a short question, for example the name of an entity.
-
-        Returns:
-            One line per hit: [doc_id] title: snippet.
+            query: Words to search for, such as a name.
         """
         hits = self._retriever.search(query, self._k, self._method)
         self.log.retrieved.extend(hit.doc_id for hit in hits)
@@ -55,28 +52,22 @@ class SearchTools:
         return "\n".join(f"[{hit.doc_id}] {hit.title}: {hit.snippet}" for hit in hits)
 
     def open(self, doc_id: str, page: int = 1) -> str:
-        """Open a document by its id to read its full text, one page at a time.
+        """Read a document, one page at a time.
 
         Args:
-            doc_id: The document id shown in brackets in the search results.
-            page: Which page to read, starting at 1.
-
-        Returns:
-            The page's text, headed by the document's id, title and page count.
+            doc_id: A document id from the search results.
+            page: The page number, from 1.
         """
         text = self._retriever.open(doc_id, page)
         self.log.opened.append(doc_id)
         return text
 
     def find(self, doc_id: str, text: str) -> str:
-        """Find the sentences of a document that contain some text.
+        """Find the sentences of a document that contain some words.
 
         Args:
-            doc_id: The document id shown in brackets in the search results.
-            text: The words to look for (case does not matter).
-
-        Returns:
-            The matching sentences, one per line.
+            doc_id: A document id from the search results.
+            text: The words to look for.
         """
         lines = self._retriever.find(doc_id, text)
         self.log.opened.append(doc_id)

@@ -1,0 +1,93 @@
+"""SFT examples: trajectories rendered with the tool chat template, labels on assistant tokens only.
+
+Each trajectory's messages are rendered exactly as the agent sees them at inference (same system
+prompt, same tool schema, same template), using TRL's training variant of the template whose
+`{% generation %}` markers let transformers return the assistant-token mask. Labels are the
+input ids on assistant tokens (the model's own text and tool calls, and the `<|im_end|>` that
+ends its turn) and -100 everywhere else: system prompt, question and tool outputs never enter
+the loss. We tokenize here rather than in SFTTrainer because `datasets` would merge the tool
+calls' differently-keyed `arguments` into one struct (`{"query": .., "doc_id": null, ..}`),
+which renders differently from what the agent generates.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TokenizedSet:
+    input_ids: list[list[int]]
+    labels: list[list[int]]
+    dropped_too_long: int
+    total_tokens: int
+    loss_tokens: int
+
+
+def read_trajectories(path: str) -> list[dict]:
+    file = Path(path)
+    if file.is_dir():
+        file = file / "trajectories.jsonl"
+    if not file.is_file():
+        raise UserError(f"no trajectories at {path}; build them with `make data` (python -m data.trajectories)")
+    rows = []
+    with open(file) as handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{file}, line {lineno}: not valid JSON ({exc.msg})") from None
+            messages = row.get("messages") if isinstance(row, dict) else None
+            if not isinstance(messages, list) or not any(m.get("role") == "assistant" for m in messages):
+                raise UserError(f"{file}, line {lineno}: a trajectory needs a \"messages\" list with assistant turns")
+            rows.append(row)
+    if not rows:
+        raise UserError(f"{file} holds no trajectories; rebuild them with `make data`")
+    return rows
+
+
+def training_template(tokenizer) -> str:
+    """The tokenizer's template with generation markers (TRL ships these for the templates it knows)."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    template = get_training_chat_template(tokenizer)
+    return template or tokenizer.chat_template
+
+
+def tokenize_trajectory(tokenizer, messages: list[dict], tools: list, template: str) -> tuple[list[int], list[int]]:
+    out = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
+                                        return_dict=True, return_assistant_tokens_mask=True)
+    ids, mask = list(out["input_ids"]), list(out["assistant_masks"])
+    if not any(mask):
+        raise UserError("the chat template marked no assistant tokens; it needs {% generation %} markers "
+                        "(use a template TRL knows, or add them)")
+    return ids, [tok if keep else -100 for tok, keep in zip(ids, mask)]
+
+
+def tokenize_all(tokenizer, trajectories: list[dict], tools: list, max_length: int) -> TokenizedSet:
+    """Render every trajectory; drop (and count) those longer than max_length instead of cutting a tool call."""
+    template = training_template(tokenizer)
+    input_ids, labels, dropped = [], [], 0
+    for row in trajectories:
+        ids, lab = tokenize_trajectory(tokenizer, row["messages"], tools, template)
+        if len(ids) > max_length:
+            dropped += 1
+            continue
+        input_ids.append(ids)
+        labels.append(lab)
+    if dropped:
+        log.warning("dropped %d of %d trajectories longer than max_length=%d tokens (not truncated)",
+                    dropped, len(trajectories), max_length)
+    if not input_ids:
+        raise UserError(f"every trajectory is longer than max_length={max_length}; raise max_length in the recipe")
+    total = sum(map(len, input_ids))
+    loss = sum(sum(t != -100 for t in lab) for lab in labels)
+    return TokenizedSet(input_ids, labels, dropped, total, loss)

@@ -1,0 +1,180 @@
+"""SFT: teach the model the search-agent format on oracle (or teacher) trajectories.
+
+    python -m sft.train --config recipes/smollm2-135m/sft.yaml            # the CPU default (make sft)
+    python -m sft.train --config recipes/tiny/sft.yaml --max_steps 5      # seconds, for tests
+    accelerate launch --config_file recipes/accelerate/zero2.yaml -m sft.train --config recipes/<model>/sft.yaml
+
+TRL's SFTTrainer with the loss on assistant tokens only (sft/data.py); full fine-tuning or LoRA
+(`use_peft: true`) from the recipe. With `loss_positions_only` the output layer is computed only
+where a label carries loss: on CPU the 49K-vocabulary head is a large share of the compute and
+most tokens are prompt or tool output. Checkpoints are saved during training and a rerun after
+a kill resumes from the last one. The final model is a plain HF folder with the tool chat
+template and a model card.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from common.errors import UserError, cli_main
+from common.io import atomic_write_json
+from common.recipe import parse_recipe
+
+from sft.data import read_trajectories, tokenize_all
+
+
+@dataclass
+class SFTScriptArguments:
+    trajectories: str = field(default="runs/data/world/trajectories/sft", metadata={"help": "trajectories.jsonl or its folder"})
+    loss_positions_only: bool = field(default=True, metadata={"help": "compute the LM head only where labels carry loss"})
+    max_examples: int | None = field(default=None, metadata={"help": "use only the first N trajectories"})
+
+
+def build_trainer(script, training_args, model_args, train_set):
+    import torch
+    from trl import SFTTrainer
+
+    from agent.chat import prepare_tokenizer
+    from agent.models import load_model
+
+    model, tokenizer = load_model(model_args.model_name_or_path, dtype=model_args.dtype or "float32")
+    tokenizer = prepare_tokenizer(tokenizer)
+    tokenizer.padding_side = "right"  # training pads on the right; generation (agent) on the left
+    peft_config = None
+    if model_args.use_peft:
+        from trl import get_peft_config
+        peft_config = get_peft_config(model_args)
+    trainer_class = loss_positions_trainer() if script.loss_positions_only else SFTTrainer
+    torch.manual_seed(training_args.seed)
+    return trainer_class(model=model, args=training_args, train_dataset=train_set, processing_class=tokenizer,
+                         peft_config=peft_config)
+
+
+def loss_positions_trainer():
+    """SFTTrainer subclass, built on call so that importing this module does not import TRL."""
+    import torch.nn.functional as F
+    from trl import SFTTrainer
+
+    class _Trainer(SFTTrainer):
+        """SFTTrainer whose loss runs the LM head only at positions with a label (same loss value)."""
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels = inputs["labels"][:, 1:]
+            decoder = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model.get_decoder()
+            hidden = decoder(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
+                             use_cache=False).last_hidden_state[:, :-1]
+            keep = labels != -100
+            logits = model.get_output_embeddings()(hidden[keep])
+            total = F.cross_entropy(logits.float(), labels[keep], reduction="sum")
+            denominator = num_items_in_batch if num_items_in_batch is not None else keep.sum().clamp(min=1)
+            loss = total / denominator
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+                loss = loss * self.accelerator.num_processes
+            return (loss, None) if return_outputs else loss
+
+    return _Trainer
+
+
+def make_dataset(script, training_args, tokenizer_source: str):
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from agent.chat import prepare_tokenizer
+    from agent.models import resolve_model
+    from agent.tools import SearchTools, tool_functions
+
+    rows = read_trajectories(script.trajectories)[: script.max_examples]
+    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model(tokenizer_source)))
+    tokens = tokenize_all(tokenizer, rows, tool_functions(SearchTools(None)), training_args.max_length)
+    dataset = Dataset.from_dict({"input_ids": tokens.input_ids, "labels": tokens.labels})
+    stats = {"trajectories": len(rows), "used": len(tokens.input_ids), "dropped_too_long": tokens.dropped_too_long,
+             "tokens": tokens.total_tokens, "loss_tokens": tokens.loss_tokens}
+    return dataset, stats
+
+
+def plot_loss(log_history: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [(row["step"], row["loss"]) for row in log_history if "loss" in row]
+    if not points:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(*zip(*points), marker=".")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (assistant tokens)")
+    ax.set_title("SFT loss")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+MODEL_CARD = """# {name}
+
+Search agent fine-tuned with this recipe's SFT stage (TRL SFTTrainer, loss on assistant tokens only).
+
+- base model: `{base}`
+- trained on: `{trajectories}` ({used} trajectories, {tokens} tokens of which {loss_tokens} carry loss;
+  {dropped} dropped as longer than max_length)
+- method: {method}, {steps} steps, learning rate {lr}, effective batch {batch}, max_length {max_length}, seed {seed}
+- wall time: {seconds:.0f} s ({tokens_per_s:.0f} tokens/s)
+- chat template: ChatML with hermes `<tool_call>` tools (TRL's Qwen2.5 template); tools: search, open, find
+- evaluate with: `python -m agent.run --model {out} --questions ... --out ...`
+"""
+
+
+def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:
+    from transformers import AutoTokenizer
+
+    from agent.chat import prepare_tokenizer
+    from agent.models import resolve_model
+
+    model = trainer.model
+    if hasattr(model, "merge_and_unload"):  # LoRA: ship a plain model, loadable by transformers and vLLM
+        model = model.merge_and_unload()
+    model.save_pretrained(out)
+    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model(tokenizer_source)))
+    tokenizer.padding_side = "left"
+    tokenizer.save_pretrained(out)
+    (out / "README.md").write_text(MODEL_CARD.format(**card))
+
+
+def main(argv=None) -> None:
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import ModelConfig, SFTConfig
+
+    script, training_args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
+    out = Path(training_args.output_dir)
+    dataset, stats = make_dataset(script, training_args, model_args.model_name_or_path)
+    print(f"SFT data: {json.dumps(stats)}")
+    trainer = build_trainer(script, training_args, model_args, dataset)
+    last = get_last_checkpoint(str(out)) if out.is_dir() else None
+    if last:
+        print(f"resuming from {last}")
+    start = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=last)
+    seconds = time.perf_counter() - start
+    final = out / "final"
+    card = {"name": out.name, "base": model_args.model_name_or_path, "trajectories": script.trajectories,
+            **stats, "dropped": stats["dropped_too_long"], "method": "LoRA" if model_args.use_peft else "full fine-tuning",
+            "steps": trainer.state.global_step, "lr": training_args.learning_rate,
+            "batch": training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps,
+            "max_length": training_args.max_length, "seed": training_args.seed, "seconds": seconds,
+            "tokens_per_s": trainer.state.num_input_tokens_seen / seconds if trainer.state.num_input_tokens_seen else 0.0,
+            "out": final}
+    save_final(trainer, model_args.model_name_or_path, final, card)
+    plot_loss(trainer.state.log_history, out / "loss.png")
+    atomic_write_json(out / "train_summary.json", {
+        "stats": stats, "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1),
+        "global_step": trainer.state.global_step, "resumed_from": last,
+        "loss_history": [row for row in trainer.state.log_history if "loss" in row],
+        "args": {k: v for k, v in asdict(script).items()}})
+    print(f"saved {final} ({trainer.state.global_step} steps, {seconds:.0f}s); loss curve {out / 'loss.png'}")
+
+
+if __name__ == "__main__":
+    cli_main(main)

@@ -1,0 +1,151 @@
+"""SFT: the assistant-only loss mask per chat template, training lowers the loss, resume, reload, bad recipes."""
+import json
+import re
+
+import pytest
+
+from agent.tools import SearchTools, tool_functions
+from common.errors import UserError
+from sft.data import tokenize_trajectory, training_template
+from tests.test_agent import store  # noqa: F401  (fixture)
+
+TOOLS = tool_functions(SearchTools(None))
+
+
+def trajectory(tools):
+    """A real two-call trajectory over the small test datastore."""
+    hits = tools.search("Kestrel company founder")
+    page = tools.open("kestrel-co")
+    return [
+        {"role": "system", "content": "Answer with the tools."},
+        {"role": "user", "content": "Who founded the company Kestrel?"},
+        {"role": "assistant", "content": "I need the company Kestrel.",
+         "tool_calls": [{"type": "function", "function": {"name": "search", "arguments": {"query": "Kestrel company founder"}}}]},
+        {"role": "tool", "name": "search", "content": hits},
+        {"role": "assistant", "content": "The snippet is short; I'll open it.",
+         "tool_calls": [{"type": "function", "function": {"name": "open", "arguments": {"doc_id": "kestrel-co", "page": 1}}}]},
+        {"role": "tool", "name": "open", "content": page},
+        {"role": "assistant", "content": "<answer>Ada Voss</answer>"},
+    ]
+
+
+def template_variant(tokenizer, name):
+    """The test tokenizer with a given family's template, prepared as the agent prepares it."""
+    from trl import chat_template_utils as ctu
+
+    from agent.chat import prepare_tokenizer
+
+    tokenizer = type(tokenizer).from_pretrained(tokenizer.name_or_path)
+    tokenizer.chat_template = {"qwen2_5": ctu.qwen2_5_chat_template, "qwen3": ctu.qwen3_chat_template}[name]
+    return prepare_tokenizer(tokenizer)
+
+
+@pytest.mark.parametrize("template", ["qwen2_5", "qwen3"])
+def test_mask_covers_exactly_the_assistant_spans(tokenizer, store, template):  # noqa: F811
+    tok = template_variant(tokenizer, template)
+    messages = trajectory(SearchTools(store))
+    ids, labels = tokenize_trajectory(tok, messages, TOOLS, training_template(tok))
+    text = tok.apply_chat_template(messages, tools=TOOLS, tokenize=False)
+    assert tok.decode(ids) == text  # the training template renders what inference renders
+    trained = tok.decode([t for t in labels if t != -100])
+    # expected: everything the model itself writes after each "<|im_start|>assistant", up to its <|im_end|>
+    expected = re.findall(r"<\|im_start\|>assistant(.*?<\|im_end\|>)", text, flags=re.DOTALL)
+    assert len(expected) == 3
+    for span in expected:
+        assert span.strip() in trained
+    for forbidden in ("Answer with the tools.", "Who founded the company Kestrel?", "<tool_response>",
+                      "shipping company", "# Tools", "<|im_start|>user", "<|im_start|>system"):
+        assert forbidden not in trained, forbidden
+    trained_chars = sum(len(span.strip()) for span in expected)
+    assert len(trained.strip()) <= trained_chars + 3 * 8  # only newlines and the end-of-turn tokens besides
+
+
+def write_trajectories(path, store, n=6):  # noqa: F811
+    rows = [{"id": f"t{i}", "messages": trajectory(SearchTools(store))} for i in range(n)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def sft_args(tmp_path, trajectories, *extra):
+    return ["--config", "recipes/tiny/sft.yaml", "--trajectories", str(trajectories),
+            "--output_dir", str(tmp_path / "sft"), *extra]
+
+
+def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny):  # noqa: F811
+    from sft.train import main
+
+    data = write_trajectories(tmp_path / "t.jsonl", store)
+    main(sft_args(tmp_path, data, "--max_steps", "3"))
+    summary = json.loads((tmp_path / "sft/train_summary.json").read_text())
+    assert summary["global_step"] == 3 and summary["resumed_from"] is None
+    main(sft_args(tmp_path, data, "--max_steps", "6"))
+    summary = json.loads((tmp_path / "sft/train_summary.json").read_text())
+    assert summary["global_step"] == 6 and summary["resumed_from"].endswith("checkpoint-3")
+    losses = [row["loss"] for row in summary["loss_history"]]
+    assert [row["step"] for row in summary["loss_history"]] == [1, 2, 3, 4, 5, 6]  # history survives the resume
+    assert losses[-1] < losses[0]
+    assert (tmp_path / "sft/loss.png").stat().st_size > 1000
+    final = tmp_path / "sft/final"
+    assert "trained on" in (final / "README.md").read_text()
+    from agent.backends import Sampling, TransformersBackend
+    from agent.chat import prepare_tokenizer
+    from agent.episode import EpisodeConfig, run_episodes
+    from agent.models import load_model
+
+    model, tok = load_model(str(final))
+    assert "<tool_call>" in tok.chat_template
+    backend = TransformersBackend(model, prepare_tokenizer(tok), Sampling(max_new_tokens=6))
+    episode = run_episodes([{"id": "q", "question": "Who founded Kestrel?"}], backend,
+                           lambda: SearchTools(store), EpisodeConfig(max_turns=1), progress=False)[0]
+    assert episode.done and episode.tokens_generated >= 1
+
+
+def test_loss_positions_trainer_matches_full_loss(tmp_path, store, tiny):  # noqa: F811
+    import torch
+    from trl import SFTConfig, SFTTrainer
+
+    from sft.data import tokenize_all
+    from sft.train import loss_positions_trainer
+
+    model, tok = tiny
+    tok.padding_side = "right"
+    rows = [{"messages": trajectory(SearchTools(store))}] * 2
+    data = tokenize_all(tok, rows, TOOLS, 4096)
+    from datasets import Dataset
+    dataset = Dataset.from_dict({"input_ids": data.input_ids, "labels": data.labels})
+    args = SFTConfig(output_dir=str(tmp_path / "x"), use_cpu=True, report_to="none", per_device_train_batch_size=2)
+    plain = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok)
+    fast = loss_positions_trainer()(model=model, args=args, train_dataset=dataset, processing_class=tok)
+    batch = plain.data_collator([dataset[0], dataset[1]])
+    with torch.no_grad():
+        expected = plain.compute_loss(model, dict(batch))
+        got = fast.compute_loss(model, dict(batch))
+    assert torch.allclose(expected, got, atol=1e-5), (expected, got)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("learning_rat: 0.1", "unknown key(s) learning_rat"),
+    ("learning_rate: fast", "key learning_rate must be float/int"),
+    ("loss_positions_only: 3", "key loss_positions_only must be bool"),
+    ("per_device_train_batch_size: 2.5", "key per_device_train_batch_size must be int"),
+])
+def test_bad_recipe_names_the_key(tmp_path, line, message):
+    from sft.train import main
+
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text("model_name_or_path: tiny\n" + line + "\n")
+    with pytest.raises(UserError, match=re.escape(message)):
+        main(["--config", str(recipe)])
+
+
+def test_missing_or_empty_trajectories(tmp_path):
+    from sft.data import read_trajectories
+
+    with pytest.raises(UserError, match="no trajectories"):
+        read_trajectories(str(tmp_path / "none.jsonl"))
+    (tmp_path / "e.jsonl").write_text("")
+    with pytest.raises(UserError, match="holds no trajectories"):
+        read_trajectories(str(tmp_path / "e.jsonl"))
+    (tmp_path / "m.jsonl").write_text('{"id": "x", "question": "no messages"}\n')
+    with pytest.raises(UserError, match="needs a \"messages\" list"):
+        read_trajectories(str(tmp_path / "m.jsonl"))
