@@ -44,7 +44,7 @@ from common.io import atomic_dir, atomic_write_json, config_hash, read_manifest
 from common.paths import runs_dir
 from data import world_text as T
 
-GENERATOR_VERSION = "world-1"
+GENERATOR_VERSION = "world-2"
 MIN_DOCS = 20
 TYPE_SHARES = [("person", 0.38), ("work", 0.18), ("organisation", 0.14), ("city", 0.12),
                ("event", 0.09), ("university", 0.06), ("country", 0.03)]

@@ -99,6 +99,20 @@ TYPE_NOUN = {"city": "city", "country": "country", "organisation": "company",
              "university": "university"}
 
 # --- names ----------------------------------------------------------------------------------
+# Invented words are redrawn when they contain one of these: syllable soup can spell slurs and
+# obscenities ("Pe" + "nis"), which have no place in a public dataset.
+BLOCKED_SUBSTRINGS = ("penis", "rape", "rapist", "anus", "anal", "fuck", "shit", "cunt", "dick", "cock",
+                      "slut", "whore", "nazi", "hitler", "nigg", "fag", "twat", "porn", "sex", "cum",
+                      "semen", "vagin", "puss", "tits", "bitch", "bastard", "kill", "murder", "jihad",
+                      "kkk", "hate", "piss", "crap", "arse", "butt", "poop", "nude", "naked", "kike",
+                      "spic", "chink", "gook", "wank", "jizz", "dildo", "orgasm", "boob", "molest")
+
+
+def is_clean(word: str) -> bool:
+    lowered = word.lower()
+    return not any(bad in lowered for bad in BLOCKED_SUBSTRINGS)
+
+
 class Namer:
     """Invents names; `fresh` and `derive` return (name, root, attributes the name implies)."""
 
@@ -116,7 +130,7 @@ class Namer:
             if self.x() < 0.85:
                 root += pick(MIDDLES) + pick(VOWELS)
             root += pick(ENDINGS)
-            if root not in self.roots:
+            if root not in self.roots and is_clean(root):
                 self.roots.add(root)
                 return root
 
@@ -131,7 +145,7 @@ class Namer:
             alts = SIMILAR.get(root[i])
             if alts:
                 new = root[:i] + self.pick(alts) + root[i + 1:]
-                if new not in self.roots:
+                if new not in self.roots and is_clean(new):
                     return self.claim(new)
         return None
 
@@ -139,7 +153,10 @@ class Namer:
         return f"{self.fresh_root()} {self.pick(CURRENCY_UNITS)}"
 
     def given(self) -> str:
-        return self.pick(GIVEN_HEADS) + self.pick(GIVEN_TAILS)
+        while True:
+            name = self.pick(GIVEN_HEADS) + self.pick(GIVEN_TAILS)
+            if is_clean(name):
+                return name
 
     def fresh(self, e) -> tuple[str, str, dict]:
         pick, root = self.pick, self.fresh_root()
@@ -148,7 +165,7 @@ class Namer:
         if e.type in ("city", "country"):
             suffixes = CITY_SUFFIXES if e.type == "city" else COUNTRY_SUFFIXES
             name = root + pick(suffixes) if len(root) < 8 else root
-            if name != root and name in self.roots:  # "Hutas"+"by" may be someone's root
+            if name != root and (name in self.roots or not is_clean(name)):  # "Hutas"+"by" may be someone's root
                 name = root
             return self.claim(name), name, {}
         if e.type == "organisation":

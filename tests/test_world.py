@@ -221,3 +221,12 @@ def test_names_stay_unique_at_scale(tmp_path):
     assert len(titles) == 100_000 == sum(manifest["counts_by_type"].values())
     for same in (group for group in by_name.values() if len(group) > 1):
         assert len(same) == 2 and same[0]["id"] in same[1]["confusable_with"], same
+
+
+def test_invented_names_avoid_blocked_words():
+    from data.world import generate_world
+    from data.world_text import is_clean
+
+    world = generate_world(2000, seed=3)
+    assert all(is_clean(part) for e in world.entities for part in e["name"].split())
+    assert not is_clean("Pe" + "nis Dylludell")

@@ -1,0 +1,77 @@
+"""SFT training throughput of the recipe's setup against plain fp32, in one run on the same batches.
+
+    python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 4
+
+Three setups train a fresh copy of the model for the same steps on the same trajectories (same
+seed, so the same batches): fp32 with the full output layer (TRL's default path), bf16 autocast,
+and bf16 autocast with the output layer computed only at positions that carry loss. Rounds
+alternate the order to spread the machine's noise. Writes runs/bench/sft_throughput.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from common.errors import cli_main
+from common.io import atomic_write_json, atomic_write_text
+from common.paths import runs_dir
+
+SETUPS = {  # name -> overrides
+    "fp32, full output layer": {"bf16": False, "loss_positions_only": False},
+    "bf16 autocast, full output layer": {"bf16": True, "loss_positions_only": False},
+    "bf16 autocast, output layer at loss positions": {"bf16": True, "loss_positions_only": True},
+}
+
+
+def one_run(config: str, steps: int, overrides: dict) -> dict:
+    from trl import ModelConfig, SFTConfig
+
+    from common.recipe import parse_recipe
+    from sft.train import SFTScriptArguments, build_trainer, make_dataset
+
+    argv = ["--config", config, "--max_steps", str(steps), "--output_dir", str(runs_dir() / "bench/sft-scratch"),
+            "--save_strategy", "no", "--gradient_accumulation_steps", "1", "--logging_steps", str(steps),
+            "--bf16", str(overrides["bf16"]), "--loss_positions_only", str(overrides["loss_positions_only"])]
+    script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
+    dataset, _ = make_dataset(script, args, model_args.model_name_or_path)
+    trainer = build_trainer(script, args, model_args, dataset)
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    tokens = int(trainer.state.num_input_tokens_seen)
+    return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="SFT throughput: recipe setup vs fp32, same batches.")
+    parser.add_argument("--config", default="recipes/smollm2-135m/sft.yaml")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    results = {name: [] for name in SETUPS}
+    for round_index in range(args.rounds):
+        names = list(SETUPS) if round_index % 2 == 0 else list(reversed(SETUPS))
+        for name in names:
+            run = one_run(args.config, args.steps, SETUPS[name])
+            results[name].append(run)
+            print(f"round {round_index + 1}: {name}: {run['tokens_per_s']:.0f} tokens/s")
+    base = statistics.mean(r["tokens_per_s"] for r in results["fp32, full output layer"])
+    summary = {name: {"tokens_per_s": round(statistics.mean(r["tokens_per_s"] for r in runs), 1),
+                      "runs": [round(r["tokens_per_s"], 1) for r in runs],
+                      "vs_fp32": round(statistics.mean(r["tokens_per_s"] for r in runs) / base, 2)}
+               for name, runs in results.items()}
+    out = runs_dir() / "bench"
+    atomic_write_json(out / "sft_throughput.json", {"config": args.config, "steps": args.steps,
+                                                    "rounds": args.rounds, "setups": summary})
+    rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_fp32']}x | {', '.join(map(str, s['runs']))} |"
+            for name, s in summary.items()]
+    table = "\n".join([f"SFT throughput (`python -m sft.bench --config {args.config} --steps {args.steps}`), "
+                       f"full fine-tuning, same batches for each setup:", "",
+                       "| setup | tokens/s (mean) | vs fp32 | per round |", "|---|---|---|---|", *rows, ""])
+    atomic_write_text(out / "sft_throughput.md", table)
+    print(table)
+
+
+if __name__ == "__main__":
+    cli_main(main)
