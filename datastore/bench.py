@@ -86,7 +86,7 @@ def fused_titles(sparse, dense, meta, depth: int, rrf_k: int, weights: tuple[flo
 
 def fusion_variants() -> list[dict]:
     return [{"depth": d, "rrf_k": c, "w_bm25": 1.0, "w_dense": w}
-            for d in (30, 100) for c in (10, 30, 60) for w in (0.5, 1.0, 2.0)]
+            for d in (30, 100) for c in (2, 5, 10, 30, 60) for w in (0.6, 0.8, 1.0)]
 
 
 # ---- section 1: quality on HotpotQA dev-500 --------------------------------------------------
@@ -106,7 +106,8 @@ def hotpot_store(retrievers: list[str]) -> Datastore:
         raise UserError(missing_realdata())
     paths = hotpot_paths()
     name = "bench-hotpot" if retrievers == ["bm25", "dense"] else f"bench-hotpot-{'-'.join(retrievers)}"
-    build(DatastoreConfig(name=name, corpus=f"jsonl:{paths['hotpot']}+title_text:{paths['wiki2']}", retrievers=retrievers))
+    spec = f"jsonl:{paths['hotpot']}+title_text:{paths['wiki2']}"
+    build(DatastoreConfig(name=name, corpus=spec, retrievers=retrievers))
     return Datastore.load(name)
 
 
@@ -122,16 +123,18 @@ def search_titles(store: Datastore, queries: list[str], method: str, k: int = 10
     return out
 
 
-def plain_bm25s_titles(queries: list[str]) -> list[list[str]]:
-    """The reference setting: bm25s.tokenize(stopwords='en'), no stemmer, document text only."""
+def plain_bm25s_titles(queries: list[str], with_title: bool) -> list[list[str]]:
+    """The reference setting: whole documents, bm25s.tokenize(stopwords='en'), no stemmer, BM25() defaults."""
     import bm25s
 
     from datastore.readers import read_corpus
     paths = hotpot_paths()
     docs = list(read_corpus(f"jsonl:{paths['hotpot']}+title_text:{paths['wiki2']}"))
+    texts = [f"{d['title']} {d['text']}" if with_title else d["text"] for d in docs]
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([d["text"] for d in docs], stopwords="en", show_progress=False), show_progress=False)
-    rows, _ = retriever.retrieve(bm25s.tokenize(queries, stopwords="en", show_progress=False), k=10, show_progress=False)
+    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    tokens = bm25s.tokenize(queries, stopwords="en", show_progress=False)
+    rows, _ = retriever.retrieve(tokens, k=10, show_progress=False)
     return [[docs[int(r)]["title"] for r in row] for row in rows]
 
 
@@ -148,7 +151,9 @@ def section_quality(args) -> dict:
         titles[method] = search_titles(store, queries, method)
         rows.append({"method": LABELS[method], **mean_recalls(titles[method], golds)})
     log("quality: plain bm25s reference")
-    rows.append({"method": "plain bm25s (reference setting)", **mean_recalls(plain_bm25s_titles(queries), golds)})
+    for with_title, label in ((True, "title + text (reproduces the reference)"), (False, "text only")):
+        rows.append({"method": f"plain bm25s, docs, no stemmer, {label}",
+                     **mean_recalls(plain_bm25s_titles(queries, with_title), golds)})
     result = {"questions": len(queries), "docs": store.manifest["counts"]["docs"],
               "passages": store.manifest["counts"]["passages"], "rows": rows, "reference_elsewhere": REFERENCE}
     if "dense" in retrievers:
@@ -168,7 +173,7 @@ def fusion_study(store, queries, golds, meta, datastore_hybrid, tune_n: int) -> 
                          "heldout": mean_recalls(titles[tune_n:], golds[tune_n:])})
         if (v["depth"], v["rrf_k"], v["w_dense"]) == (30, 60, 1.0):
             same = sum(a == b for a, b in zip(titles, datastore_hybrid))
-            log(f"quality: default RRF variant reproduces Datastore hybrid on {same}/{len(queries)} questions")
+            log(f"quality: default RRF variant gives Datastore hybrid's titles on {same}/{len(queries)} questions")
             variants[-1]["default"], variants[-1]["matches_datastore"] = True, same
     chosen = max(variants, key=lambda v: (v["tune"]["recall@5"], v["tune"]["recall@10"]))
     chosen["chosen"] = True
@@ -179,53 +184,71 @@ def fusion_study(store, queries, golds, meta, datastore_hybrid, tune_n: int) -> 
 # ---- section 2: speed ------------------------------------------------------------------------
 def section_speed(args) -> dict:
     import rank_bm25
-    from bm25s.tokenization import Tokenizer
     import Stemmer
+    from bm25s.tokenization import Tokenizer
 
     store = hotpot_store(["bm25", "dense"])
     queries = [q["question"] for q in read_questions(args.speed_queries)]
-    for kind in ("bm25", "dense"):
-        store.index(kind)
+    index, _ = store.index("bm25"), store.index("dense")
+    backend = index.retriever.backend
     rows = []
     for method in ("bm25", "dense", "hybrid"):
         log(f"speed: Datastore.search {method}, {len(queries)} queries one at a time")
-        rows.append({"what": f"{method}: Datastore.search, one query at a time",
+        note = f" (bm25s {backend})" if method == "bm25" else ""
+        rows.append({"what": f"{method}: Datastore.search, one query at a time{note}",
                      **time_each(lambda q, m=method: store.search(q, 10, m), queries)})
-    index = store.index("bm25")
-    rows.append({"what": "bm25: BM25Index.search_batch of one query (bm25s only, no snippets)",
-                 **time_each(lambda q: index.search_batch([q], 10), queries)})
     start = time.perf_counter()
     for i in range(0, len(queries), 256):
         store.search_batch(queries[i:i + 256], 10, "bm25")
     seconds = time.perf_counter() - start
-    rows.append({"what": "bm25: Datastore.search_batch, 256 per batch", "queries": len(queries),
+    rows.append({"what": f"bm25: Datastore.search_batch, 256 per batch (bm25s {backend})", "queries": len(queries),
                  "seconds": round(seconds, 3), "qps": round(len(queries) / seconds, 1)})
+    compile_s = None
+    for kind in ("numpy", "numba"):  # the index alone, under each bm25s backend
+        index.retriever.backend = kind
+        t0 = time.perf_counter()
+        index.search_batch(queries[:1], 10)
+        compile_s = round(time.perf_counter() - t0, 2) if kind == "numba" else compile_s
+        rows.append({"what": f"bm25: BM25Index.search_batch of one query, bm25s {kind} backend (no snippets)",
+                     **time_each(lambda q: index.search_batch([q], 10), queries)})
+    rows.append({"what": "bm25: Datastore.search, one query at a time, bm25s numba backend",
+                 **time_each(lambda q: store.search(q, 10, "bm25"), queries)})
+    index.retriever.backend = backend
     config = store.manifest["config"]
     tokenizer = Tokenizer(stemmer=Stemmer.Stemmer(config["bm25_stemmer"]) if config["bm25_stemmer"] else None,
                           stopwords=config["bm25_stopwords"] or [])
     texts = [f"{p['title']}. {p['text']}" for p in (store.passages[i] for i in range(len(store.passages)))]
-    log(f"speed: rank-bm25 BM25Okapi over {len(texts)} passages, {args.rank_bm25_queries} queries")
+    sub = queries[:args.rank_bm25_queries]
+    log(f"speed: rank-bm25 BM25Okapi over {len(texts)} passages, {len(sub)} queries, two tokenizations")
     t0 = time.perf_counter()
     okapi = rank_bm25.BM25Okapi(tokenizer.tokenize(texts, return_as="string", show_progress=False),
                                 k1=config["bm25_k1"], b=config["bm25_b"])
     okapi_index_s = time.perf_counter() - t0
 
     def okapi_top10(query: str):
-        scores = okapi.get_scores(tokenizer.tokenize([query], update_vocab=False, return_as="string", show_progress=False)[0])
+        tokens = tokenizer.tokenize([query], update_vocab=False, return_as="string", show_progress=False)[0]
+        scores = okapi.get_scores(tokens)
         top = np.argpartition(-scores, 10)[:10]
         return top[np.argsort(-scores[top])]
 
-    sub = queries[:args.rank_bm25_queries]
-    rows.append({"what": f"rank-bm25 BM25Okapi, get_scores + argsort top-10, first {len(sub)} queries",
+    rows.append({"what": f"rank-bm25 BM25Okapi, same stemmed tokens, get_scores + argpartition top-10, "
+                         f"first {len(sub)} queries",
                  **time_each(okapi_top10, sub, warmup=1)})
     agree = np.mean([len(set(okapi_top10(q)) & set(index.search_batch([q], 10)[0][0])) / 10 for q in sub[:50]])
-    qps = {r["what"]: r["qps"] for r in rows}
-    base = rows[-1]["qps"]
-    ratios = {"bm25 Datastore.search / rank-bm25": round(rows[0]["qps"] / base, 1),
-              "bm25 index only / rank-bm25": round(rows[3]["qps"] / base, 1),
-              "bm25 batched / rank-bm25": round(rows[4]["qps"] / base, 1)}
-    return {"passages": len(texts), "rows": rows, "qps": qps, "ratios": ratios, "goal_ratio": 50,
-            "rank_bm25_index_s": round(okapi_index_s, 2), "top10_overlap_bm25s_vs_rank_bm25": round(float(agree), 3)}
+    plain = rank_bm25.BM25Okapi([t.lower().split() for t in texts])
+    rows.append({"what": f"rank-bm25 BM25Okapi as recipes use it: lower().split(), get_top_n(n=10), "
+                         f"first {len(sub)} queries",
+                 **time_each(lambda q: plain.get_top_n(q.lower().split(), texts, n=10), sub, warmup=1)})
+    like, recipe = rows[-2]["qps"], rows[-1]["qps"]
+    ratios = {"bm25 Datastore.search / rank-bm25 (same tokens)": round(rows[0]["qps"] / like, 1),
+              "bm25 Datastore.search_batch / rank-bm25 (same tokens)": round(rows[3]["qps"] / like, 1),
+              "bm25s numpy index only / rank-bm25 (same tokens)": round(rows[4]["qps"] / like, 1),
+              "bm25s numba index only / rank-bm25 (same tokens)": round(rows[5]["qps"] / like, 1),
+              "bm25 Datastore.search with numba / rank-bm25 (same tokens)": round(rows[6]["qps"] / like, 1),
+              "bm25 Datastore.search / rank-bm25 (recipe style)": round(rows[0]["qps"] / recipe, 1)}
+    return {"passages": len(texts), "rows": rows, "ratios": ratios, "goal_ratio": 50, "datastore_backend": backend,
+            "numba_first_call_s": compile_s, "rank_bm25_index_s": round(okapi_index_s, 2),
+            "top10_overlap_bm25s_vs_rank_bm25": round(float(agree), 3)}
 
 
 # ---- section 3: scale ------------------------------------------------------------------------
@@ -240,22 +263,39 @@ def ensure_world(n: int, out: Path) -> dict:
     return {"folder": str(folder), "corpus": folder / "corpus.jsonl", "generate_s": round(time.perf_counter() - t0, 1)}
 
 
-def build_in_subprocess(name: str, corpus: Path) -> dict:
-    """BM25-only build in a fresh process; wall time and that process's own peak RSS (wait4)."""
+# A child's ru_maxrss starts from its parent's RSS at fork (Linux keeps the high-water mark across
+# exec), and this process holds GBs by now: so a small Python process starts the build and reports
+# its child's peak.
+PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[2:]); "
+            "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(rc)")
+# Load a datastore and search once in a fresh process: what a new RL worker or server pays.
+COLD = ("import json, sys, time; t0 = time.perf_counter(); from datastore.retriever import Datastore; "
+        "store = Datastore.load(sys.argv[1]); store.index('bm25'); t1 = time.perf_counter(); "
+        "store.search(sys.argv[2], 10, 'bm25'); t2 = time.perf_counter(); "
+        "print(json.dumps({'import_and_load_s': round(t1 - t0, 2), 'first_search_s': round(t2 - t1, 2)}))")
+
+
+def build_in_subprocess(name: str, corpus: Path, scratch: Path) -> dict:
+    """BM25-only build in a fresh process: wall time and that process's own peak RSS."""
     cmd = [sys.executable, "-m", "datastore.build", "--name", name, "--corpus", f"jsonl:{corpus}",
            "--retrievers", "bm25", "--force"]
+    rss_file = scratch / f"{name}.maxrss"
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    code = subprocess.call([sys.executable, "-c", PEAK_RSS, str(rss_file), *cmd], cwd=REPO_ROOT)
     wall = time.perf_counter() - t0
-    if proc.returncode:
-        raise UserError(f"build of {name} failed (exit {proc.returncode}): {' '.join(cmd)}")
+    if code:
+        raise UserError(f"build of {name} failed (exit {code}): {' '.join(cmd)}")
     manifest = read_manifest(datastore_dir(name))
     return {"docs": manifest["counts"]["docs"], "passages": manifest["counts"]["passages"],
             "build_wall_s": round(wall, 1), "build_inprocess_s": manifest["seconds"]["total"],
-            "bm25_index_s": manifest["seconds"].get("bm25"), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "disk_mb": round(manifest["disk_bytes"] / 2**20, 1)}
+            "bm25_index_s": manifest["seconds"].get("bm25"),
+            "peak_rss_mb": round(int(rss_file.read_text()) / 1024, 1), "disk_mb": round(manifest["disk_bytes"] / 2**20, 1)}
+
+
+def cold_start(name: str, query: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", COLD, str(datastore_dir(name)), query], cwd=REPO_ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def world_queries(store: Datastore, n: int, seed: int = 0) -> list[str]:
@@ -287,19 +327,22 @@ def section_scale(args) -> dict:
         world = ensure_world(n, out)
         names[n] = f"bench-world-{n}"
         log(f"scale: building {names[n]} (bm25) in a fresh process")
-        row = {"world_docs": n, "generate_s": world["generate_s"], **build_in_subprocess(names[n], world["corpus"])}
+        row = {"world_docs": n, "generate_s": world["generate_s"],
+               **build_in_subprocess(names[n], world["corpus"], out)}
         store = Datastore.load(names[n])
         t0 = time.perf_counter()
         index = store.index("bm25")
-        row["load_s"] = round(time.perf_counter() - t0, 2)
+        row["load_s"], row["backend"] = round(time.perf_counter() - t0, 2), index.retriever.backend
         queries = world_queries(store, args.scale_queries)
+        row["cold"] = cold_start(names[n], queries[0])
         log(f"scale: {len(queries)} single queries on {row['passages']} passages")
         row["search"] = time_each(lambda q: store.search(q, 10, "bm25"), queries, warmup=20)
         row["index_only"] = time_each(lambda q: index.search_batch([q], 10), queries, warmup=20)
         rows.append(row)
         del store, index
         gc.collect()
-    result = {"rows": rows, "queries": "a third each: a passage's title; title + 2 of its words; 4 words of 4 random passages",
+    result = {"rows": rows,
+              "queries": "a third each: a passage's title; title + 2 of its words; 4 words of 4 random passages",
               "goals": {"1M index under": "5 min", "p50 under": "20 ms"}}
     if args.embed_passages:
         result["dense"] = dense_scale(args, names, rows)
@@ -327,14 +370,16 @@ def dense_scale(args, names: dict, rows: list[dict]) -> dict:
     rate = len(sample) / (time.perf_counter() - t0)
     implied = {str(r["passages"]): round(r["passages"] / rate / 3600, 2) for r in rows}
     result = {"embed_passages": len(sample), "passages_per_s": round(rate, 1), "implied_hours_by_passages": implied}
-    n = args.ann_passages or min(20_000, int(rate * args.ann_budget_s) // 1000 * 1000)
-    n = max(1000, min(n, len(store.passages)))
+    n = args.ann_passages or max(1000, min(20_000, int(rate * args.ann_budget_s) // 1000 * 1000))
+    n = min(n, len(store.passages))
     log(f"scale: ANN study on {n} passages of {names[ann_world]} ({len(store.passages)} passages)")
     t0 = time.perf_counter()
     vectors = DenseIndex.embed(encoder, texts(n))
     embed_s = time.perf_counter() - t0
     qv = DenseIndex.embed(encoder, world_queries(store, args.ann_queries, seed=2), show_progress=False)
     one = [qv[i:i + 1] for i in range(len(qv))]
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)  # one query at a time: OpenMP threads only spin against other work here
     flat = make_index(vectors, "flat")
     truth = flat.search(qv, 10)[1]
     ann = [{"index": "flat (exact)", "param": "-", "build_s": 0.0, "recall@10": 1.0,
@@ -353,8 +398,9 @@ def dense_scale(args, names: dict, rows: list[dict]) -> dict:
             desc = f"nlist={index.nlist}" if kind == "ivf" else "M=32"
             ann.append({"index": f"{kind} ({desc})", "param": f"{knob}={value}", "build_s": build_s,
                         "recall@10": round(recall, 4), **time_each(lambda v: index.search(v, 10), one)})
+    faiss.omp_set_num_threads(threads)
     result.update({"ann_world_passages": len(store.passages), "ann_passages": n, "ann_embed_s": round(embed_s, 1),
-                   "ann_queries": len(qv), "ann": ann, "faiss_threads": faiss.omp_get_max_threads()})
+                   "ann_queries": len(qv), "ann": ann, "faiss_threads": 1})
     return result
 
 
@@ -381,8 +427,9 @@ def environment() -> dict:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
+    torch = sys.modules.get("torch")  # only if a section loaded it
     return {"cpu_count": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-            "versions": versions, "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "torch_threads": torch.get_num_threads() if torch else None, "versions": versions, "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 def main(argv=None) -> None:
@@ -398,12 +445,13 @@ def main(argv=None) -> None:
     results.setdefault("sections", {})
     for name in (s for s in SECTIONS if s in only):
         log(f"section {name} ...")
-        start = time.perf_counter()
+        start, load_before = time.perf_counter(), os.getloadavg()[0]
         skip = missing_realdata() if name in ("quality", "speed") else None
         if skip:
             log(f"section {name} skipped: {skip}")
         section = {"skipped": skip} if skip else globals()[f"section_{name}"](args)
-        section.update({"wall_s": round(time.perf_counter() - start, 1), "measured_at": environment()["date"]})
+        section.update({"wall_s": round(time.perf_counter() - start, 1), "measured_at": environment()["date"],
+                        "load_avg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)]})
         results["sections"][name] = section
         results["environment"] = environment()
         atomic_write_json(path, results)
@@ -424,9 +472,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--rank-bm25-queries", type=int, default=100, help="speed: rank-bm25 is slow, so a subset")
     p.add_argument("--scale-sizes", default="10000,100000,1000000", help="scale: world sizes in docs")
     p.add_argument("--scale-queries", type=int, default=1000)
-    p.add_argument("--embed-passages", type=int, default=2000, help="scale: passages to time embedding on (0: skip dense)")
+    p.add_argument("--embed-passages", type=int, default=2000,
+                   help="scale: passages to time embedding on (0: skip dense)")
     p.add_argument("--ann-world", type=int, default=100000, help="scale: the world whose passages the ANN study embeds")
-    p.add_argument("--ann-passages", type=int, default=0, help="scale: passages embedded for ANN (0: 20K if it fits the budget)")
+    p.add_argument("--ann-passages", type=int, default=0,
+                   help="scale: passages embedded for ANN (0: 20K if it fits the budget)")
     p.add_argument("--ann-budget-s", type=float, default=480, help="scale: embedding time allowed for the ANN study")
     p.add_argument("--ann-queries", type=int, default=1000)
     p.add_argument("--server-world", type=int, default=10000, help="server: the world datastore served")

@@ -19,10 +19,10 @@ from typing import Callable
 import httpx
 import numpy as np
 
+from datastore.serve import free_port
+
 KS = (1, 5, 10)
 SECTIONS = ("quality", "speed", "scale", "server")
-
-from datastore.serve import free_port
 
 
 def percentiles(seconds: list[float]) -> dict:
@@ -34,7 +34,7 @@ def percentiles(seconds: list[float]) -> dict:
             "mean_ms": round(float(ms.mean()), 3)}
 
 
-def time_each(fn: Callable[[str], object], queries: list[str], warmup: int = 5) -> dict:
+def time_each(fn: Callable[[object], object], queries: list, warmup: int = 5) -> dict:
     """Call fn once per query (after a few warm-up calls); queries/s and latency percentiles."""
     for query in queries[:warmup]:
         fn(query)
@@ -101,8 +101,11 @@ def hammer(url: str, queries: list[str], clients: int, requests: int, deadline_s
 
     def client(slot: int) -> None:
         with httpx.Client(base_url=url, timeout=30.0) as http:
-            http.get("/health")  # open the connection before the clock starts
-            ready.wait()
+            try:
+                http.get("/health")  # open the connection before the clock starts
+            except httpx.HTTPError:
+                pass  # the searches below will count the failure
+            ready.wait(timeout=120)
             while True:
                 with lock:
                     number = state["next"]
@@ -127,7 +130,7 @@ def hammer(url: str, queries: list[str], clients: int, requests: int, deadline_s
     threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
     for thread in threads:
         thread.start()
-    ready.wait()
+    ready.wait(timeout=120)
     start = stop_at[0] - deadline_s
     for thread in threads:
         thread.join(deadline_s + 60)
@@ -139,7 +142,7 @@ def hammer(url: str, queries: list[str], clients: int, requests: int, deadline_s
 
 
 def first_request_ms(url: str, query: str) -> float:
-    """One search before the clients start: the first one pays bm25s's numba compilation."""
+    """One search before the clients start (with bm25s's numba backend it pays the compilation)."""
     t0 = time.perf_counter()
     httpx.post(f"{url}/search", json={"query": query, "k": 10, "method": "bm25"}, timeout=120)
     return round((time.perf_counter() - t0) * 1000, 1)
@@ -186,9 +189,17 @@ def md_quality(q: dict) -> list[str]:
              table(["method", "R@1", "R@5", "R@10"], [[r["method"], *(r[f"recall@{k}"] for k in KS)] for r in q["rows"]])]
     if "fusion" in q:
         f = q["fusion"]
+        default = next(v for v in f["variants"] if v.get("default"))
+        chosen = next(v for v in f["variants"] if v.get("chosen"))
         parts.append(f"Hybrid variants: score = sum of w / (rrf_k + rank) over the bm25 and dense rankings cut at `depth` "
                      f"passages. Chosen by {f['selection']}, tune = questions {f['tune_questions']}, "
-                     f"held-out = questions {f['heldout_questions']}. default = what Datastore.search does now.")
+                     f"held-out = questions {f['heldout_questions']}. default = what Datastore.search does now "
+                     f"(same top-10 titles as its hybrid on {default['matches_datastore']}/{q['questions']} questions"
+                     f"{'' if default['matches_datastore'] == q['questions'] else '; the rest differ by near-ties'}). "
+                     f"Chosen on tune: depth {chosen['depth']}, rrf_k {chosen['rrf_k']}, "
+                     f"w_dense {chosen['w_dense']}: held-out R@5 {chosen['heldout']['recall@5']} vs default "
+                     f"{default['heldout']['recall@5']}; all {q['questions']}: {chosen['all']['recall@5']} vs "
+                     f"{default['all']['recall@5']} (goal R@5 >= 0.80).")
         rows = [[v["depth"], v["rrf_k"], v["w_bm25"], v["w_dense"], v["tune"]["recall@5"], v["tune"]["recall@10"],
                  v["heldout"]["recall@5"], v["heldout"]["recall@10"], v["all"]["recall@5"], v["all"]["recall@10"],
                  " ".join(n for n in ("default", "chosen") if v.get(n)) or ""] for v in f["variants"]]
@@ -199,23 +210,29 @@ def md_quality(q: dict) -> list[str]:
 
 def md_speed(s: dict) -> list[str]:
     ratios = "; ".join(f"{k}: {v}x" for k, v in s["ratios"].items())
-    return [f"Queries/s on HotpotQA dev questions over the same {s['passages']:,} passages, side by side in one process "
-            f"(k=10; rank-bm25 on a subset since it is slow; same stemmed tokenizer; its top-10 overlaps bm25s's by "
-            f"{s['top10_overlap_bm25s_vs_rank_bm25']}). Ratios (goal >= {s['goal_ratio']}x): {ratios}.",
+    return [f"Queries/s on HotpotQA dev questions over the same {s['passages']:,} passages, side by side in one process, "
+            f"k=10 (Datastore.search also reads passages and makes snippets). rank-bm25 runs on a subset since it is slow; "
+            f"with the same stemmed tokens its top-10 overlaps bm25s's by {s['top10_overlap_bm25s_vs_rank_bm25']}. "
+            f"Datastore uses the bm25s {s['datastore_backend']} backend at this size; numba's first call (compilation) "
+            f"took {s['numba_first_call_s']} s. Ratios (goal >= {s['goal_ratio']}x): {ratios}.",
             table(["what", "queries", "q/s", "p50 ms", "p99 ms"],
                   [[r["what"], r["queries"], r["qps"], r.get("p50_ms"), r.get("p99_ms")] for r in s["rows"]])]
 
 
 def md_scale(s: dict) -> list[str]:
     parts = [f"BM25-only builds of synthetic worlds (data.world, generation not counted), each in a fresh process "
-             f"(`python -m datastore.build --force`; peak RSS from wait4); then single queries in one process after "
-             f"loading, k=10 through Datastore.search (index only: bm25s without snippets). Queries: {s['queries']}. "
-             f"Goals: 1M indexed in under 5 min, p50 under 20 ms.",
+             f"(`python -m datastore.build --force`; peak RSS: ru_maxrss of that process, started from a small parent); then single queries in one process after "
+             f"loading and warming up, k=10 through Datastore.search (index only: bm25s without snippets). Cold start: "
+             f"a fresh process imports, loads the index and searches once (numba compiles on that first search). "
+             f"Queries: {s['queries']}. Goals: 1M indexed in under 5 min, p50 under 20 ms.",
              table(["docs", "passages", "build wall s", "build s (in-process)", "bm25 index s", "peak RSS MB", "disk MB",
-                    "load s", "queries", "p50 ms", "p99 ms", "q/s", "p50 ms index only"],
+                    "load s", "bm25s backend", "cold: import+load s", "cold: first search s", "queries", "p50 ms",
+                    "p99 ms", "q/s", "p50 ms index only"],
                    [[r["world_docs"], r["passages"], r["build_wall_s"], r["build_inprocess_s"], r["bm25_index_s"],
-                     r["peak_rss_mb"], r["disk_mb"], r["load_s"], r["search"]["queries"], r["search"]["p50_ms"],
-                     r["search"]["p99_ms"], r["search"]["qps"], r["index_only"]["p50_ms"]] for r in s["rows"]])]
+                     r["peak_rss_mb"], r["disk_mb"], r["load_s"], r.get("backend"), r.get("cold", {}).get("import_and_load_s"),
+                     r.get("cold", {}).get("first_search_s"),
+                     r["search"]["queries"], r["search"]["p50_ms"], r["search"]["p99_ms"], r["search"]["qps"],
+                     r["index_only"]["p50_ms"]] for r in s["rows"]])]
     d = s.get("dense")
     if d:
         hours = ", ".join(f"{int(k):,} passages: {v} h" for k, v in d["implied_hours_by_passages"].items())
@@ -226,7 +243,7 @@ def md_scale(s: dict) -> list[str]:
                  f"**{n:,} passages sampled at random from the {world:,}-passage world, not all of them**: the issue asks "
                  f"for the 100K set, and embedding all of it would take {round(world / d['passages_per_s'] / 60)} min here")
         parts.append(f"Approximate indexes vs the exact flat top-10 on the same vectors, {d['ann_queries']} queries one "
-                     f"at a time. Measured on {scope} (these {n:,} took {d['ann_embed_s']} s to embed).")
+                     f"at a time, faiss on {d.get('faiss_threads', '?')} thread. Measured on {scope} (these {n:,} took {d['ann_embed_s']} s to embed).")
         parts.append(table(["index", "search param", "build s", "recall@10", "p50 ms", "p99 ms", "q/s"],
                            [[a["index"], a["param"], a["build_s"], a["recall@10"], a["p50_ms"], a["p99_ms"], a["qps"]]
                             for a in d["ann"]]))
@@ -238,7 +255,7 @@ def md_server(s: dict) -> list[str]:
     return [f"`python -m datastore.serve` ({s['mode']} mode) on {s['datastore']} ({s['passages']:,} passages, bm25), "
             f"{s['clients']} concurrent client threads (httpx) on 127.0.0.1 sending POST /search (k=10) until "
             f"{s['requests_wanted']:,} requests or a {s['deadline_s']:.0f} s deadline, after one warm-up request (the 'cold' "
-            f"column: the server's first search pays bm25s's numba compilation).",
+            f"column: the first search after the server started).",
             table(["clients", "requests", "errors", "seconds", "req/s", "p50 ms", "p99 ms", "server RSS MB",
                    "first request ms (cold)"], [[s["clients"], s["requests"], s["errors"], s["seconds"], s["rps"],
                                                 s["p50_ms"], s["p99_ms"], rss, s["first_request_ms"]]])]
@@ -252,7 +269,9 @@ def render_markdown(results: dict) -> str:
     for name in SECTIONS:
         if name in results["sections"]:
             section = results["sections"][name]
+            load = section.get("load_avg_1min", ["?", "?"])
             parts.append(f"## {name.capitalize()}\n\n_Section wall time {section['wall_s']} s, measured "
-                         f"{section['measured_at']}._")
+                         f"{section['measured_at']}; 1-min load average {load[0]} before, {load[1]} after "
+                         f"(other work shares these {env['cpu_count']} CPUs)._")
             parts += [f"Skipped: {section['skipped']}."] if section.get("skipped") else globals()[f"md_{name}"](section)
     return "\n\n".join(parts) + "\n"

@@ -72,7 +72,8 @@ def make_snippet(text: str, query: str, max_chars: int = 300) -> str:
 
 
 class Datastore:
-    def __init__(self, folder: Path, manifest: dict, page_words: int = 120, snippet_chars: int = 300):
+    def __init__(self, folder: Path, manifest: dict, page_words: int = 120, snippet_chars: int = 300,
+                 bm25_backend: str = "auto"):
         self.folder = Path(folder)
         self.manifest = manifest
         self.name = manifest["config"]["name"]
@@ -80,6 +81,7 @@ class Datastore:
         self.passages = RowStore(self.folder, "passages")
         self.page_words = page_words
         self.snippet_chars = snippet_chars
+        self.bm25_backend = bm25_backend
         self._indexes: dict[str, object] = {}
         self._lock = threading.Lock()
         self.retrievers = list(manifest["config"]["retrievers"])
@@ -104,7 +106,8 @@ class Datastore:
             if kind not in self._indexes:
                 if kind == "bm25":
                     from datastore.bm25 import BM25Index
-                    self._indexes[kind] = BM25Index.load(self.folder / "bm25", stemmer=self.manifest["config"]["bm25_stemmer"])
+                    self._indexes[kind] = BM25Index.load(self.folder / "bm25", stemmer=self.manifest["config"]["bm25_stemmer"],
+                                                         backend=self.bm25_backend)
                 else:
                     from datastore.dense import DenseIndex
                     self._indexes[kind] = DenseIndex.load(self.folder / "dense")

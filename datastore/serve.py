@@ -121,10 +121,12 @@ def main(argv=None) -> None:
     parser.add_argument("--name", default="world", help="datastore name or folder")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind; 127.0.0.1 keeps it on this machine")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--bm25-backend", default="numba", choices=["auto", "numpy", "numba"],
+                        help="numba: fastest queries, ~7 s to compile at start (worth it for a server)")
     args = parser.parse_args(argv)
-    store = Datastore.load(args.name)
-    for kind in store.retrievers:  # load indexes before the first request, not during it
-        store.index(kind)
+    store = Datastore.load(args.name, bm25_backend=args.bm25_backend)
+    for kind in store.retrievers:  # load (and compile) before the first request, not during it
+        store.search("warm up", 1, kind)
     uvicorn.run(create_app(store), host=args.host, port=args.port, log_level="warning")
 
 

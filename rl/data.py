@@ -1,0 +1,71 @@
+"""RL data: the question set (optionally filtered by the SFT model's pass rate) as a GRPO dataset.
+
+Each row's `prompt` is the agent's own first messages (agent.prompt.first_messages), conversational,
+so TRL renders it with the tool schema exactly as the agent does; `id`, `answers` and `gold_doc_ids`
+travel with it to the environment's reset() and to the reward functions.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from common.errors import UserError
+
+
+def pass_rates(path: str) -> dict[str, float]:
+    """Mean EM per question id over the records of an agent.run predictions.jsonl (several runs may repeat ids)."""
+    from eval.metrics import best_em
+
+    if not Path(path).is_file():
+        raise UserError(f"pass_rate_file {path} does not exist; run `python -m agent.run --model <sft> "
+                        f"--questions <train_rl.jsonl> --out <dir>` first, or drop pass_rate_file")
+    scores = defaultdict(list)
+    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            score = record["em"] if "em" in record else best_em(record.get("prediction"), record.get("answers") or [])
+            scores[record["id"]].append(float(score))
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise UserError(f"{path}, line {lineno}: expected an agent.run prediction record with id and prediction") from None
+    return {qid: sum(v) / len(v) for qid, v in scores.items()}
+
+
+def load_questions(script) -> tuple[list[dict], dict]:
+    from agent.run import read_questions
+
+    questions = read_questions(script.questions)
+    stats = {"questions": len(questions)}
+    if script.pass_rate_file:
+        rates = pass_rates(script.pass_rate_file)
+        questions = [q for q in questions if script.min_pass_rate <= rates.get(q["id"], script.min_pass_rate) <= script.max_pass_rate]
+        stats.update(pass_rate_file=script.pass_rate_file, kept_by_pass_rate=len(questions))
+    questions = questions[: script.max_questions] if script.max_questions else questions
+    missing = [q["id"] for q in questions if not q.get("answers")]
+    if missing:
+        raise UserError(f"{script.questions}: question(s) {', '.join(missing[:3])} have no \"answers\"; RL needs them for the reward")
+    if not questions:
+        raise UserError(f"no questions left from {script.questions} (check pass_rate_file / min_pass_rate / max_pass_rate)")
+    stats["used"] = len(questions)
+    return questions, stats
+
+
+def make_dataset(questions: list[dict], max_tool_calls: int):
+    """Conversational `prompt` (the agent's first messages) plus the columns rewards and reset() read."""
+    from datasets import Dataset
+
+    from agent.prompt import first_messages
+
+    return Dataset.from_list([{"id": q["id"], "prompt": first_messages(q["question"], max_tool_calls),
+                               "answers": [str(a) for a in q["answers"]],
+                               "gold_doc_ids": [str(d) for d in q.get("gold_doc_ids") or []]} for q in questions])
+
+
+def make_retriever(script):
+    if script.retrieval_url:
+        from datastore.client import RetrievalClient
+        return RetrievalClient(script.retrieval_url)
+    from datastore.retriever import Datastore
+    return Datastore.load(script.datastore)

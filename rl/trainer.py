@@ -1,0 +1,82 @@
+"""GRPOTrainer with small additions for the search agent; TRL still runs everything else.
+
+1. The tools are listed in the agent's order in the prompt (TRL sorts them by name).
+2. Reward functions get TRL's `tool_mask` (1 = a token the policy sampled, 0 = tool output): TRL
+   uses it for the loss and for its logged completion lengths but does not pass it to rewards,
+   whose `completion_ids` include the tool-output tokens. `_generate` returns it as an extra field,
+   which TRL merges into the reward kwargs (the mechanism it uses for rollout_func extras).
+3. Episode health metrics, logged with TRL's `_log_metric` (averaged over processes, flushed
+   with the rewards): answer rate, tool calls, invalid-call rate, budget overruns, the policy's
+   own tokens, and documents seen / evidence recall from the environments.
+4. `add_response_parser`: TRL's tool-call parser also for the training variant of a chat template
+   that agent.chat.prepare_tokenizer swaps in (Qwen3).
+
+Token faithfulness is TRL's: in the tool loop the next turn's prompt is `prompt_ids +
+completion_ids + tool_suffix_ids` (concatenation, no decode/re-encode of sampled tokens), and the
+ids trained on are those same lists; tests/test_rl.py checks it for each supported chat template.
+"""
+from __future__ import annotations
+
+from trl import GRPOTrainer
+
+from agent.tools import TOOL_NAMES
+from eval.metrics import evidence_recall
+from rl.rewards import episode_view
+
+
+def add_response_parser(tokenizer):
+    """Set TRL's tool-call response parser for the tokenizer's chat template.
+
+    GRPOTrainer does this itself for templates it recognises, but agent.chat.prepare_tokenizer
+    swaps a non-prefix-preserving native template (Qwen3) for TRL's training variant, which TRL's
+    lookup does not list; the variant parses like its native template, so use that one's parser.
+    """
+    import trl.chat_template_utils as ctu
+
+    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None) is not None:
+        return tokenizer
+    template = tokenizer.chat_template
+    natives = {getattr(ctu, name): getattr(ctu, name.replace("_training_chat_template", "_chat_template"), None)
+               for name in dir(ctu) if name.endswith("_training_chat_template")}
+    try:
+        tokenizer.chat_template = natives.get(template) or template
+        ctu.add_response_schema(tokenizer)
+    except ValueError:
+        pass  # a template TRL does not know: GRPOTrainer raises its own clear error
+    finally:
+        tokenizer.chat_template = template
+    return tokenizer
+
+
+class AgentGRPOTrainer(GRPOTrainer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # TRL lists an environment's methods alphabetically (find, open, search); the agent's prompt
+        # lists them as agent.tools.TOOL_NAMES. Same order here, so RL prompts are the agent's prompts.
+        rank = {name: i for i, name in enumerate(TOOL_NAMES)}
+        for tools in [*getattr(self, "_env_tools", {}).values(), self.tools]:
+            tools.sort(key=lambda tool: rank.get(getattr(tool, "__name__", ""), len(rank)))
+
+    def _generate(self, prompts: list):
+        prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, *rest = super()._generate(prompts)
+        masks = tool_mask if tool_mask is not None else [[1] * len(ids) for ids in completion_ids]
+        extra_fields = {**extra_fields, "tool_mask": [list(map(int, mask)) for mask in masks]}
+        self._log_episode_metrics(completions, masks)
+        return (prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, *rest)
+
+    def _log_episode_metrics(self, completions, masks) -> None:
+        views = [episode_view(completion) for completion in completions]
+        n = max(len(views), 1)
+        calls = sum(view.tool_calls for view in views)
+        self._log_metric("episode/answer_rate", sum(view.answered for view in views) / n)
+        self._log_metric("episode/tool_calls", calls / n)
+        if calls:
+            self._log_metric("episode/invalid_call_rate", sum(view.invalid_calls for view in views) / calls)
+        self._log_metric("episode/ended_on_tool", sum(view.ended_on_tool for view in views) / n)
+        self._log_metric("episode/policy_tokens", sum(sum(mask) for mask in masks) / n)
+        environments = self.environments or []
+        if environments and hasattr(environments[0], "documents_seen"):
+            self._log_metric("episode/documents_seen", sum(len(env.documents_seen) for env in environments) / len(environments))
+            recalls = [evidence_recall(env.gold_doc_ids, env.documents_seen) for env in environments if env.gold_doc_ids]
+            if recalls:
+                self._log_metric("episode/evidence_recall", sum(recalls) / len(recalls))

@@ -1,0 +1,292 @@
+"""RL: the environment, token faithfulness through TRL's tool loop, a tiny GRPO run with resume, bad recipes."""
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.chat import prepare_tokenizer, render_tool_call
+from agent.prompt import first_messages
+from agent.tools import SearchTools, tool_functions
+from common.errors import UserError
+from rl.environment import SearchEnvironment
+from tests.test_agent import store  # noqa: F401  (fixture)
+
+QUESTIONS = [
+    {"id": "q0", "question": "Who founded the company Kestrel?", "answers": ["Ada Voss"], "gold_doc_ids": ["kestrel-co"]},
+    {"id": "q1", "question": "Where was Ada Voss born?", "answers": ["Kestrel"], "gold_doc_ids": ["ada"]},
+    {"id": "q2", "question": "What is the capital of Norvania?", "answers": ["Kestrel"], "gold_doc_ids": ["norvania"]},
+    {"id": "q3", "question": "What did Bram Ollen paint?", "answers": ["harbours"], "gold_doc_ids": ["bram"]},
+]
+
+
+def env_tools(env):
+    return [env.search, env.open, env.find]
+
+
+# ---- the environment ---------------------------------------------------------------------------
+def test_environment_tools_match_the_agent_and_never_raise(store, tokenizer):  # noqa: F811
+    env = SearchEnvironment(store, max_tool_calls=5)
+    messages = first_messages("Who founded Kestrel?", 4)
+    # the model sees the same tool schema in RL as in SFT and evaluation
+    assert (tokenizer.apply_chat_template(messages, tools=env_tools(env), tokenize=False, add_generation_prompt=True)
+            == tokenizer.apply_chat_template(messages, tools=tool_functions(SearchTools(store)), tokenize=False,
+                                             add_generation_prompt=True))
+    assert env.reset(**QUESTIONS[0], prompt=messages) is None  # nothing appended to the prompt
+    assert env.answers == ["Ada Voss"] and env.gold_doc_ids == ["kestrel-co"]
+    assert "[kestrel-co]" in env.search("Kestrel shipping company")
+    assert env.open("kestrel-co").startswith("[kestrel-co]")
+    bad = [env.open("no-such-doc"), env.search(""), env.open("ada", page=999)]
+    assert all(text.startswith("Error:") for text in bad), bad
+    assert env.log.n_calls == 5 and env.log.n_valid == 2
+    assert env.search("Ada").startswith("Error: the budget of 5 tool calls is used up") and env.budget_refusals == 1
+    assert "kestrel-co" in env.documents_seen
+    env.reset(**QUESTIONS[1])  # a new rollout starts clean
+    assert env.log.n_calls == 0 and env.budget_refusals == 0 and env.answers == ["Kestrel"]
+    # wrong types from a confused model come back as errors too
+    assert env.search(None).startswith("Error:") and env.find("ada", 7).startswith("Error:")
+
+
+# ---- token faithfulness through TRL's multi-turn tool loop ------------------------------------
+def template_tokenizer(tokenizer, template):
+    from trl import chat_template_utils as ctu
+
+    from rl.trainer import add_response_parser
+
+    tok = type(tokenizer).from_pretrained(tokenizer.name_or_path)
+    if template == "qwen3":
+        tok.chat_template = ctu.qwen3_chat_template  # prepare_tokenizer swaps in TRL's training variant
+    return add_response_parser(prepare_tokenizer(tok))
+
+
+class ScriptedPolicy:
+    """Stands in for sampling (GRPOTrainer._generate_single_turn): fixed token ids per turn, some of them a
+    deliberately non-canonical tokenization, so any decode/re-encode on the way to the loss would show."""
+
+    def __init__(self, tok, think: bool):
+        self.tok, self.think = tok, think
+        self.im_start = tok.convert_tokens_to_ids("<|im_start|>")
+        self.sampled = {0: [], 1: []}  # rollout -> ids it sampled, turn after turn
+
+    def canonical(self, text):
+        return self.tok(text, add_special_tokens=False).input_ids
+
+    def by_char(self, text):
+        ids = [i for ch in text for i in self.canonical(ch)]
+        assert ids != self.canonical(text)
+        return ids
+
+    def turn(self, rollout, turn):
+        think = self.canonical("<think>\n\n</think>\n\n") if self.think else []
+        end = [self.tok.convert_tokens_to_ids("<|im_end|>")]
+        if rollout == 1:
+            return think + self.canonical("<answer>Kestrel</answer>") + end
+        search = render_tool_call({"function": {"name": "search", "arguments": {"query": "Kestrel shipping company"}}})
+        browse = render_tool_call({"function": {"name": "browse", "arguments": {"url": "x"}}})  # not a tool
+        return [think + self.by_char("I need the company.") + self.canonical("\n" + search) + end,
+                think + self.canonical(browse) + end,
+                think + self.by_char("<answer>Ada Voss</answer>") + end][turn]
+
+    def __call__(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        out = []
+        for row, ids in enumerate(prompt_ids):
+            turn = (ids.count(self.im_start) - 3) // 2  # system, user, then (tool reply, assistant) per turn
+            rollout = row if turn == 0 else 0
+            out.append(self.turn(rollout, turn))
+            self.sampled[rollout] += out[-1]
+        return out, None
+
+
+@pytest.mark.parametrize("template", ["qwen2_5", "qwen3"])
+def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template):  # noqa: F811
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from rl.rewards import build_rewards
+    from rl.trainer import AgentGRPOTrainer
+
+    tok = template_tokenizer(tiny[1], template)
+    seen, trained = {}, []
+
+    def spy(completions, completion_ids, tool_mask, environments, **kwargs):
+        seen.update(completions=completions, completion_ids=completion_ids, tool_mask=tool_mask,
+                    docs=[env.documents_seen for env in environments], calls=[env.log.n_calls for env in environments])
+        return [0.0] * len(completions)
+
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, max_steps=1, num_generations=2,
+                      per_device_train_batch_size=2, max_completion_length=1024, max_tool_calling_iterations=3,
+                      gradient_checkpointing=False, report_to="none", save_strategy="no", logging_steps=1, beta=0.0)
+    messages = first_messages(QUESTIONS[0]["question"], 3)
+    dataset = Dataset.from_list([{"id": "q0", "prompt": messages, "answers": ["Ada Voss"], "gold_doc_ids": ["kestrel-co"]}])
+    trainer = AgentGRPOTrainer(model=copy.deepcopy(tiny[0]), reward_funcs=[*build_rewards(["em"]), spy], args=args,
+                               train_dataset=dataset, processing_class=tok,
+                               environment_factory=lambda: SearchEnvironment(store, max_tool_calls=3))
+    policy = ScriptedPolicy(tok, think=template == "qwen3")
+    trainer._generate_single_turn = policy
+    compute_loss = trainer._compute_loss
+    trainer._compute_loss = lambda model, inputs: trained.append(inputs) or compute_loss(model, inputs)
+    trainer.train()
+
+    # what the loss saw: completion ids with completion_mask (padding) and tool_mask (tool output)
+    (inputs,) = trained
+    rows = []
+    for ids, cmask, tmask, pids, pmask in zip(inputs["completion_ids"].tolist(), inputs["completion_mask"].tolist(),
+                                              inputs["tool_mask"].tolist(), inputs["prompt_ids"].tolist(),
+                                              inputs["prompt_mask"].tolist()):
+        n = sum(cmask)
+        rows.append({"ids": ids[:n], "mask": tmask[:n], "prompt": [i for i, m in zip(pids, pmask) if m]})
+    rows.sort(key=lambda row: -len(row["ids"]))
+    tool_row, direct_row = rows
+    for row, rollout in ((tool_row, 0), (direct_row, 1)):
+        policy_ids = [i for i, m in zip(row["ids"], row["mask"]) if m]
+        assert policy_ids == policy.sampled[rollout]  # exactly the sampled ids, non-canonical splits kept
+    assert direct_row["mask"] == [1] * len(direct_row["ids"])
+    # the tool-output spans are the template's rendering of the tool replies, tokenized canonically
+    spans, current = [], []
+    for i, m in zip(tool_row["ids"], tool_row["mask"]):
+        if not m:
+            current.append(i)
+        elif current:
+            spans, current = spans + [current], []
+    assert len(spans) == 2
+    for span in spans:
+        text = tok.decode(span)
+        assert "<tool_response>" in text and text.endswith("<|im_start|>assistant\n")
+        assert tok(text, add_special_tokens=False).input_ids == span
+    assert "[kestrel-co]" in tok.decode(spans[0]) and "browse" in tok.decode(spans[1])
+    # the prompt is the agent's prompt (same tools, same order), and the whole sequence is what the chat
+    # template renders for this conversation
+    agent_prompt = tok.apply_chat_template(messages, tools=tool_functions(SearchTools(store)), tokenize=True,
+                                           add_generation_prompt=True, return_dict=False)
+    assert tool_row["prompt"] == direct_row["prompt"] == agent_prompt
+    conversation = messages + seen["completions"][[len(c) for c in seen["completions"]].index(5)]
+    rendered = tok.apply_chat_template(conversation, tools=env_tools(SearchEnvironment(store)), tokenize=False)
+    assert rendered.rstrip("\n") == tok.decode(tool_row["prompt"] + tool_row["ids"])
+    # rewards saw the same mask, and the environment saw the calls that reached it
+    assert sorted(sum(m) for m in seen["tool_mask"]) == sorted(len(s) for s in policy.sampled.values())
+    assert sorted(seen["calls"]) == [0, 1] and any("kestrel-co" in docs for docs in seen["docs"])
+    assert trainer.state.log_history[0]["rewards/em/mean"] == 0.5  # one rollout answered Ada Voss
+    assert trainer.state.log_history[0]["episode/invalid_call_rate"] == 0.5  # browse is not a tool
+
+
+# ---- the training stage ------------------------------------------------------------------------
+def write_questions(path):
+    path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    return path
+
+
+def rl_args(tmp_path, *extra):
+    return ["--config", "recipes/tiny/rl.yaml", "--questions", str(write_questions(tmp_path / "q.jsonl")),
+            "--datastore", "agent", "--output_dir", str(tmp_path / "rl"), *extra]
+
+
+def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):  # noqa: F811
+    from agent.models import load_model
+    from rl.train import main
+
+    main(rl_args(tmp_path, "--max_steps", "1"))
+    summary = json.loads((tmp_path / "rl/train_summary.json").read_text())
+    assert summary["global_step"] == 1 and summary["resumed_from"] is None
+    main(rl_args(tmp_path, "--max_steps", "2"))
+    summary = json.loads((tmp_path / "rl/train_summary.json").read_text())
+    assert summary["global_step"] == 2 and summary["resumed_from"].endswith("checkpoint-1")
+    history = summary["log_history"]
+    assert [row["step"] for row in history] == [1, 2]  # the step count continues across the resume
+    for key in ("reward", "reward_std", "frac_reward_zero_std", "entropy", "rewards/em/mean", "rewards/kimi/mean",
+                "episode/answer_rate", "episode/tool_calls", "episode/policy_tokens", "tools/call_frequency"):
+        assert all(key in row for row in history), key
+    health = [json.loads(line) for line in (tmp_path / "rl/health.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in health] == [1, 2]
+    assert (tmp_path / "rl/health.png").stat().st_size > 5000
+    final = tmp_path / "rl/final"
+    card = (final / "README.md").read_text()
+    assert "GRPOTrainer" in card and "em, kimi" in card
+    model, tok = load_model(str(final))
+    assert "<tool_call>" in tok.chat_template and model.config.num_hidden_layers == 2
+    capsys.readouterr()
+    main(rl_args(tmp_path, "--max_steps", "2"))  # finished with this recipe: a rerun does nothing
+    assert "already trained with this recipe (2 steps); nothing to do" in capsys.readouterr().out
+
+
+def test_health_monitor_warns_on_collapse(capsys):
+    from rl.health import HealthMonitor
+
+    monitor = HealthMonitor(min_answer_rate=0.2, window=2, zero_std_steps=3)
+    rows = [{"step": 1, "episode/answer_rate": 0.8, "entropy": 2.0, "frac_reward_zero_std": 1.0},
+            {"step": 2, "episode/answer_rate": 0.5, "entropy": 1.5, "frac_reward_zero_std": 1.0},
+            {"step": 3, "episode/answer_rate": 0.1, "entropy": 0.3, "frac_reward_zero_std": 1.0},
+            {"step": 4, "episode/answer_rate": 0.0, "entropy": 0.2, "frac_reward_zero_std": 0.5},
+            {"step": 5, "episode/answer_rate": 0.0, "entropy": 0.1, "frac_reward_zero_std": 0.5}]
+    messages = [m for row in rows for m in monitor.add(row)]
+    assert len(messages) == 3  # each problem once
+    assert messages[0].startswith("health warning (step 3): every group had zero reward variance")
+    assert "answer rate collapsed" in messages[1] and "(step 4)" in messages[1]
+    assert "entropy collapsed" in messages[2]
+    quiet = HealthMonitor()
+    assert not [m for row in ({"step": s, "episode/answer_rate": 0.9, "entropy": 2.0} for s in range(9)) for m in quiet.add(row)]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--reward_funcs", "em", "lenght"], "unknown reward(s) lenght in reward_funcs; the registry has: em, f1"),
+    (["--reward_weights", "1.0"], "reward_weights has 1 value(s) but reward_funcs has 2 (em, kimi)"),
+    (["--model_name_or_path", "runs/nowhere/sft/final"], "the starting checkpoint runs/nowhere/sft/final does not exist; train it with `make sft`"),
+    (["--datastore", "missing"], "no complete datastore at"),
+    (["--questions", "runs/none.jsonl"], "question file runs/none.jsonl does not exist"),
+    (["--length_penalty_scope", "wrong"], "length_penalty_scope must be one of correct, all"),
+    (["--pass_rate_file", "nope.jsonl"], "pass_rate_file nope.jsonl does not exist"),
+])
+def test_bad_input_fails_at_start_naming_the_fix(tmp_path, runs, extra, message):
+    from rl.train import main
+
+    args = ["--config", "recipes/tiny/rl.yaml", "--questions", str(write_questions(tmp_path / "q.jsonl")),
+            "--output_dir", str(tmp_path / "rl"), *extra]
+    with pytest.raises(UserError, match=re.escape(message)):
+        main(args)
+    assert not (tmp_path / "rl").exists()
+
+
+def test_bad_recipe_keys_are_named(tmp_path):
+    from rl.train import main
+
+    for line, message in (("reward_func: [em]", "unknown key(s) reward_func"), ("reward_weights: 1.0", "key reward_weights must be"),
+                          ("max_tool_calls: many", "key max_tool_calls must be int")):
+        recipe = tmp_path / "bad.yaml"
+        recipe.write_text("model_name_or_path: tiny\n" + line + "\n")
+        with pytest.raises(UserError, match=re.escape(message)):
+            main(["--config", str(recipe)])
+
+
+def test_pass_rate_filter(tmp_path):
+    from rl.data import load_questions
+    from rl.train import RLScriptArguments
+
+    predictions = tmp_path / "p.jsonl"
+    rows = [{"id": "q0", "prediction": "Ada Voss", "answers": ["Ada Voss"]}, {"id": "q1", "prediction": None, "answers": ["Kestrel"]},
+            {"id": "q2", "prediction": "Kestrel", "answers": ["Kestrel"]}, {"id": "q2", "prediction": "x", "answers": ["Kestrel"]}]
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    script = RLScriptArguments(questions=str(write_questions(tmp_path / "q.jsonl")), pass_rate_file=str(predictions), max_pass_rate=0.5)
+    questions, stats = load_questions(script)
+    assert [q["id"] for q in questions] == ["q1", "q2", "q3"]  # q0 is solved; q3 has no record and is kept
+    assert stats["kept_by_pass_rate"] == 3
+
+
+def test_recipes_parse_and_the_ablation_differs_only_in_the_penalty():
+    from trl import GRPOConfig, ModelConfig
+
+    from common.recipe import parse_recipe
+    from rl.train import RLScriptArguments
+
+    parsed = {}
+    for path in ("recipes/tiny/rl.yaml", "recipes/smollm2-135m/rl.yaml", "recipes/smollm2-135m/rl_nolen.yaml"):
+        script, training, model = parse_recipe((RLScriptArguments, GRPOConfig, ModelConfig), ["--config", path])
+        assert len(training.reward_weights) == len(script.reward_funcs)
+        assert not training.use_vllm and training.vllm_mode in ("colocate", "server")
+        assert Path(path).read_text().startswith("# ") and "python -m rl.train --config " + path in Path(path).read_text()
+        parsed[path] = yaml.safe_load(Path(path).read_text())
+    main, nolen = parsed["recipes/smollm2-135m/rl.yaml"], parsed["recipes/smollm2-135m/rl_nolen.yaml"]
+    assert main["model_name_or_path"] == "runs/smollm2-135m/sft/final" and main["reward_funcs"] == ["em", "kimi"]
+    assert nolen["reward_funcs"] == ["em"] and nolen["output_dir"] != main["output_dir"]
+    differing = {key for key in main.keys() | nolen.keys() if main.get(key) != nolen.get(key)}
+    assert differing == {"reward_funcs", "reward_weights", "output_dir"}
