@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from common.errors import UserError, cli_main
-from common.io import atomic_write_json
+from common.io import atomic_write_json, iter_jsonl
 
 from agent.backends import OpenAIBackend, Sampling, TransformersBackend, VLLMBackend
 from agent.episode import EpisodeConfig, run_episodes
@@ -29,17 +29,10 @@ def read_questions(path: str, limit: int | None = None) -> list[dict]:
     if not file.is_file():
         raise UserError(f"question file {path} does not exist; build questions with `make data`")
     questions = []
-    with open(file) as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}, line {lineno}: not valid JSON ({exc.msg}); expected one question record per line") from None
-            if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("question"), str):
-                raise UserError(f"{path}, line {lineno}: a question record needs string \"id\" and \"question\" fields")
-            questions.append(row)
+    for lineno, row in iter_jsonl(file, "one question record {id, question, answers, ...} per line"):
+        if not isinstance(row.get("id"), str) or not isinstance(row.get("question"), str):
+            raise UserError(f"{path}, line {lineno}: a question record needs string \"id\" and \"question\" fields")
+        questions.append(row)
     return questions[:limit] if limit else questions
 
 

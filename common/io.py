@@ -76,3 +76,21 @@ def write_jsonl(path: Path, rows) -> int:
             count += 1
     os.replace(tmp, path)
     return count
+
+
+def iter_jsonl(path, expected: str):
+    """Yield (line number, object) for each non-blank line; a bad line is a UserError naming the
+    file, the line and `expected` (what a line should look like)."""
+    from common.errors import UserError
+
+    with open(path, encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}, line {lineno}: not valid JSON ({exc.msg}); expected {expected}") from None
+            if not isinstance(row, dict):
+                raise UserError(f"{path}, line {lineno}: not a JSON object; expected {expected}")
+            yield lineno, row

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from common.errors import UserError, cli_main
-from common.io import atomic_write_json, file_sha256, read_manifest, write_jsonl
+from common.io import atomic_write_json, file_sha256, read_manifest, write_jsonl, iter_jsonl
 from common.paths import realdata_dir, runs_dir
 from datastore.readers import parse_spec, read_corpus, read_hotpot, title_id
 
@@ -109,17 +109,8 @@ def _answers(values, path, where: str, fmt: str) -> list[str]:
 
 
 def _json_lines(path, fmt: str) -> Iterator[tuple[str, dict]]:
-    with open(_existing(path), encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                _fail(path, f"line {lineno}", f"not valid JSON ({exc.msg})", fmt)
-            if not isinstance(row, dict):
-                _fail(path, f"line {lineno}", "not a JSON object", fmt)
-            yield f"line {lineno}", row
+    for lineno, row in iter_jsonl(_existing(path), EXPECTED[fmt]):
+        yield f"line {lineno}", row
 
 
 def _json_list(path, fmt: str) -> Iterator[tuple[str, dict]]:

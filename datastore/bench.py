@@ -23,7 +23,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -33,9 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError, cli_main
-from common.io import atomic_write_json, atomic_write_text, read_manifest
+from common.io import atomic_write_json, atomic_write_text
 from common.paths import REPO_ROOT, datastore_dir, realdata_dir, runs_dir
-from datastore.bench_load import KS, SECTIONS, render_markdown, server_load, time_each
+from datastore.bench_load import (KS, SECTIONS, build_in_subprocess, cold_start, render_markdown, server_load,
+                                  time_each, torch_threads, world_queries)
 from datastore.build import DatastoreConfig, build
 from datastore.retriever import Datastore, rrf_fuse
 
@@ -43,7 +43,6 @@ REFERENCE = {"plain bm25s": {"recall@5": 0.718, "recall@10": 0.864},
              "dense all-MiniLM-L6-v2": {"recall@5": 0.714, "recall@10": 0.794}}
 LABELS = {"bm25": "bm25 (Datastore: bm25s, stemmed, title + text)", "dense": "dense (Datastore: MiniLM, flat)",
           "hybrid": "hybrid (Datastore: RRF, rrf_k 60, depth 30)"}
-_WORD = re.compile(r"[A-Za-z]{4,}")
 
 
 def log(message: str) -> None:
@@ -185,41 +184,44 @@ def fusion_study(store, queries, golds, meta, datastore_hybrid, tune_n: int) -> 
 def section_speed(args) -> dict:
     import rank_bm25
     import Stemmer
+    import torch
     from bm25s.tokenization import Tokenizer
 
     store = hotpot_store(["bm25", "dense"])
     queries = [q["question"] for q in read_questions(args.speed_queries)]
     index, _ = store.index("bm25"), store.index("dense")
-    backend = index.retriever.backend
-    rows = []
-    for method in ("bm25", "dense", "hybrid"):
-        log(f"speed: Datastore.search {method}, {len(queries)} queries one at a time")
-        note = f" (bm25s {backend})" if method == "bm25" else ""
-        rows.append({"what": f"{method}: Datastore.search, one query at a time{note}",
-                     **time_each(lambda q, m=method: store.search(q, 10, m), queries)})
+    backend, threads, rows = index.retriever.backend, torch.get_num_threads(), {}
+
+    def timed(key: str, what: str, fn, items=queries, warmup: int = 5) -> None:
+        log(f"speed: {what}, {len(items)} queries")
+        rows[key] = {"what": what, **time_each(fn, items, warmup)}
+
+    timed("bm25", f"bm25: Datastore.search, one query at a time, bm25s {backend}", lambda q: store.search(q, 10, "bm25"))
+    for n_threads in (threads, 1):  # torch's default threads, then one: shared CPUs punish spinning threads
+        with torch_threads(n_threads):
+            for method in ("dense", "hybrid"):
+                timed(f"{method}_{n_threads}t", f"{method}: Datastore.search, one query at a time, torch {n_threads} "
+                      f"thread(s)", lambda q, m=method: store.search(q, 10, m))
     start = time.perf_counter()
     for i in range(0, len(queries), 256):
         store.search_batch(queries[i:i + 256], 10, "bm25")
     seconds = time.perf_counter() - start
-    rows.append({"what": f"bm25: Datastore.search_batch, 256 per batch (bm25s {backend})", "queries": len(queries),
-                 "seconds": round(seconds, 3), "qps": round(len(queries) / seconds, 1)})
+    rows["bm25_batch"] = {"what": f"bm25: Datastore.search_batch, 256 per batch, bm25s {backend}",
+                          "queries": len(queries), "seconds": round(seconds, 3), "qps": round(len(queries) / seconds, 1)}
     compile_s = None
     for kind in ("numpy", "numba"):  # the index alone, under each bm25s backend
         index.retriever.backend = kind
         t0 = time.perf_counter()
         index.search_batch(queries[:1], 10)
         compile_s = round(time.perf_counter() - t0, 2) if kind == "numba" else compile_s
-        rows.append({"what": f"bm25: BM25Index.search_batch of one query, bm25s {kind} backend (no snippets)",
-                     **time_each(lambda q: index.search_batch([q], 10), queries)})
-    rows.append({"what": "bm25: Datastore.search, one query at a time, bm25s numba backend",
-                 **time_each(lambda q: store.search(q, 10, "bm25"), queries)})
+        timed(f"index_{kind}", f"bm25: BM25Index.search_batch of one query (no snippets), bm25s {kind}",
+              lambda q: index.search_batch([q], 10))
+    timed("bm25_numba", "bm25: Datastore.search, one query at a time, bm25s numba", lambda q: store.search(q, 10, "bm25"))
     index.retriever.backend = backend
     config = store.manifest["config"]
     tokenizer = Tokenizer(stemmer=Stemmer.Stemmer(config["bm25_stemmer"]) if config["bm25_stemmer"] else None,
                           stopwords=config["bm25_stopwords"] or [])
     texts = [f"{p['title']}. {p['text']}" for p in (store.passages[i] for i in range(len(store.passages)))]
-    sub = queries[:args.rank_bm25_queries]
-    log(f"speed: rank-bm25 BM25Okapi over {len(texts)} passages, {len(sub)} queries, two tokenizations")
     t0 = time.perf_counter()
     okapi = rank_bm25.BM25Okapi(tokenizer.tokenize(texts, return_as="string", show_progress=False),
                                 k1=config["bm25_k1"], b=config["bm25_b"])
@@ -231,24 +233,21 @@ def section_speed(args) -> dict:
         top = np.argpartition(-scores, 10)[:10]
         return top[np.argsort(-scores[top])]
 
-    rows.append({"what": f"rank-bm25 BM25Okapi, same stemmed tokens, get_scores + argpartition top-10, "
-                         f"first {len(sub)} queries",
-                 **time_each(okapi_top10, sub, warmup=1)})
+    sub = queries[:args.rank_bm25_queries]
+    timed("rank_bm25", "rank-bm25 BM25Okapi, same stemmed tokens, get_scores + argpartition top-10", okapi_top10, sub, 1)
     agree = np.mean([len(set(okapi_top10(q)) & set(index.search_batch([q], 10)[0][0])) / 10 for q in sub[:50]])
     plain = rank_bm25.BM25Okapi([t.lower().split() for t in texts])
-    rows.append({"what": f"rank-bm25 BM25Okapi as recipes use it: lower().split(), get_top_n(n=10), "
-                         f"first {len(sub)} queries",
-                 **time_each(lambda q: plain.get_top_n(q.lower().split(), texts, n=10), sub, warmup=1)})
-    like, recipe = rows[-2]["qps"], rows[-1]["qps"]
-    ratios = {"bm25 Datastore.search / rank-bm25 (same tokens)": round(rows[0]["qps"] / like, 1),
-              "bm25 Datastore.search_batch / rank-bm25 (same tokens)": round(rows[3]["qps"] / like, 1),
-              "bm25s numpy index only / rank-bm25 (same tokens)": round(rows[4]["qps"] / like, 1),
-              "bm25s numba index only / rank-bm25 (same tokens)": round(rows[5]["qps"] / like, 1),
-              "bm25 Datastore.search with numba / rank-bm25 (same tokens)": round(rows[6]["qps"] / like, 1),
-              "bm25 Datastore.search / rank-bm25 (recipe style)": round(rows[0]["qps"] / recipe, 1)}
-    return {"passages": len(texts), "rows": rows, "ratios": ratios, "goal_ratio": 50, "datastore_backend": backend,
-            "numba_first_call_s": compile_s, "rank_bm25_index_s": round(okapi_index_s, 2),
-            "top10_overlap_bm25s_vs_rank_bm25": round(float(agree), 3)}
+    timed("rank_bm25_recipe", "rank-bm25 BM25Okapi as recipes use it: lower().split(), get_top_n(n=10)",
+          lambda q: plain.get_top_n(q.lower().split(), texts, n=10), sub, 1)
+    like, recipe = rows["rank_bm25"]["qps"], rows["rank_bm25_recipe"]["qps"]
+    names = {"bm25": f"Datastore.search ({backend})", "bm25_batch": f"Datastore.search_batch ({backend})",
+             "bm25_numba": "Datastore.search (numba)", "index_numpy": "bm25s numpy, index only",
+             "index_numba": "bm25s numba, index only"}
+    ratios = {f"{name} / rank-bm25 same tokens": round(rows[key]["qps"] / like, 1) for key, name in names.items()}
+    ratios[f"Datastore.search ({backend}) / rank-bm25 recipe style"] = round(rows["bm25"]["qps"] / recipe, 1)
+    return {"passages": len(texts), "rows": list(rows.values()), "ratios": ratios, "goal_ratio": 50,
+            "datastore_backend": backend, "numba_first_call_s": compile_s, "rank_bm25_queries": len(sub),
+            "rank_bm25_index_s": round(okapi_index_s, 2), "top10_overlap_bm25s_vs_rank_bm25": round(float(agree), 3)}
 
 
 # ---- section 3: scale ------------------------------------------------------------------------
@@ -261,62 +260,6 @@ def ensure_world(n: int, out: Path) -> dict:
     if not (folder / "corpus.jsonl").exists():
         raise UserError(f"data.world wrote no {folder / 'corpus.jsonl'}")
     return {"folder": str(folder), "corpus": folder / "corpus.jsonl", "generate_s": round(time.perf_counter() - t0, 1)}
-
-
-# A child's ru_maxrss starts from its parent's RSS at fork (Linux keeps the high-water mark across
-# exec), and this process holds GBs by now: so a small Python process starts the build and reports
-# its child's peak.
-PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[2:]); "
-            "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(rc)")
-# Load a datastore and search once in a fresh process: what a new RL worker or server pays.
-COLD = ("import json, sys, time; t0 = time.perf_counter(); from datastore.retriever import Datastore; "
-        "store = Datastore.load(sys.argv[1]); store.index('bm25'); t1 = time.perf_counter(); "
-        "store.search(sys.argv[2], 10, 'bm25'); t2 = time.perf_counter(); "
-        "print(json.dumps({'import_and_load_s': round(t1 - t0, 2), 'first_search_s': round(t2 - t1, 2)}))")
-
-
-def build_in_subprocess(name: str, corpus: Path, scratch: Path) -> dict:
-    """BM25-only build in a fresh process: wall time and that process's own peak RSS."""
-    cmd = [sys.executable, "-m", "datastore.build", "--name", name, "--corpus", f"jsonl:{corpus}",
-           "--retrievers", "bm25", "--force"]
-    rss_file = scratch / f"{name}.maxrss"
-    t0 = time.perf_counter()
-    code = subprocess.call([sys.executable, "-c", PEAK_RSS, str(rss_file), *cmd], cwd=REPO_ROOT)
-    wall = time.perf_counter() - t0
-    if code:
-        raise UserError(f"build of {name} failed (exit {code}): {' '.join(cmd)}")
-    manifest = read_manifest(datastore_dir(name))
-    return {"docs": manifest["counts"]["docs"], "passages": manifest["counts"]["passages"],
-            "build_wall_s": round(wall, 1), "build_inprocess_s": manifest["seconds"]["total"],
-            "bm25_index_s": manifest["seconds"].get("bm25"),
-            "peak_rss_mb": round(int(rss_file.read_text()) / 1024, 1), "disk_mb": round(manifest["disk_bytes"] / 2**20, 1)}
-
-
-def cold_start(name: str, query: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", COLD, str(datastore_dir(name)), query], cwd=REPO_ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def world_queries(store: Datastore, n: int, seed: int = 0) -> list[str]:
-    """A third each: a passage's title; its title plus 2 of its words; 4 words from 4 random passages."""
-    rng = np.random.default_rng(seed)
-    total = len(store.passages)
-
-    def words_of(row: int) -> list[str]:
-        return _WORD.findall(store.passages[row]["text"]) or ["entity"]
-
-    queries = []
-    for i in range(n):
-        row = int(rng.integers(total))
-        title = store.passages[row]["title"]
-        if i % 3 == 0:
-            queries.append(title)
-        elif i % 3 == 1:
-            queries.append(f"{title} {' '.join(rng.choice(words_of(row), 2))}")
-        else:
-            queries.append(" ".join(str(rng.choice(words_of(int(rng.integers(total))))) for _ in range(4)))
-    return queries
 
 
 def section_scale(args) -> dict:
@@ -351,6 +294,7 @@ def section_scale(args) -> dict:
 
 def dense_scale(args, names: dict, rows: list[dict]) -> dict:
     import faiss
+    import torch
 
     from datastore.dense import DenseIndex, load_encoder, make_index
     ann_world = args.ann_world if args.ann_world in names else max(names)
@@ -362,21 +306,28 @@ def dense_scale(args, names: dict, rows: list[dict]) -> dict:
         picks = rng.choice(len(store.passages), size=min(count, len(store.passages)), replace=False)
         return [f"{p['title']}. {p['text']}" for p in (store.passages[int(r)] for r in np.sort(picks))]
 
-    DenseIndex.embed(encoder, texts(64), show_progress=False)  # warm-up
-    sample = texts(args.embed_passages)
-    log(f"scale: embedding {len(sample)} world passages with all-MiniLM-L6-v2")
-    t0 = time.perf_counter()
-    DenseIndex.embed(encoder, sample)
-    rate = len(sample) / (time.perf_counter() - t0)
+    rates = {}
+    for n_threads in dict.fromkeys((torch.get_num_threads(), 1)):  # the default, then one thread
+        with torch_threads(n_threads):
+            DenseIndex.embed(encoder, texts(64), show_progress=False)  # warm-up
+            sample = texts(args.embed_passages)
+            log(f"scale: embedding {len(sample)} world passages with all-MiniLM-L6-v2, torch {n_threads} thread(s)")
+            t0 = time.perf_counter()
+            DenseIndex.embed(encoder, sample)
+            rates[n_threads] = round(len(sample) / (time.perf_counter() - t0), 1)
+    best = max(rates, key=rates.get)
+    rate = rates[best]
     implied = {str(r["passages"]): round(r["passages"] / rate / 3600, 2) for r in rows}
-    result = {"embed_passages": len(sample), "passages_per_s": round(rate, 1), "implied_hours_by_passages": implied}
+    result = {"embed_passages": len(sample), "passages_per_s_by_torch_threads": rates, "passages_per_s": rate,
+              "torch_threads_used": best, "implied_hours_by_passages": implied}
     n = args.ann_passages or max(1000, min(20_000, int(rate * args.ann_budget_s) // 1000 * 1000))
     n = min(n, len(store.passages))
     log(f"scale: ANN study on {n} passages of {names[ann_world]} ({len(store.passages)} passages)")
-    t0 = time.perf_counter()
-    vectors = DenseIndex.embed(encoder, texts(n))
-    embed_s = time.perf_counter() - t0
-    qv = DenseIndex.embed(encoder, world_queries(store, args.ann_queries, seed=2), show_progress=False)
+    with torch_threads(best):
+        t0 = time.perf_counter()
+        vectors = DenseIndex.embed(encoder, texts(n))
+        embed_s = time.perf_counter() - t0
+        qv = DenseIndex.embed(encoder, world_queries(store, args.ann_queries, seed=2), show_progress=False)
     one = [qv[i:i + 1] for i in range(len(qv))]
     threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)  # one query at a time: OpenMP threads only spin against other work here

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from common.errors import UserError
+from common.io import iter_jsonl
 
 FORMATS = ("jsonl", "wiki18", "hotpot", "title_sentences", "title_text", "hf")
 
@@ -77,17 +78,7 @@ def read_corpus(spec: str) -> Iterator[dict]:
 
 
 def _json_lines(path: str, fmt: str) -> Iterator[tuple[int, dict]]:
-    with open(_existing(path), encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}, line {lineno}: not valid JSON ({exc.msg}); expected {EXPECTED[fmt]}") from None
-            if not isinstance(row, dict):
-                raise UserError(f"{path}, line {lineno}: not a JSON object; expected {EXPECTED[fmt]}")
-            yield lineno, row
+    return iter_jsonl(_existing(path), EXPECTED[fmt])
 
 
 def _require(row: dict, keys: Iterable[str], path: str, where: str, fmt: str) -> None:

@@ -11,12 +11,12 @@ which renders differently from what the agent generates.
 """
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import UserError
+from common.io import iter_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +37,11 @@ def read_trajectories(path: str) -> list[dict]:
     if not file.is_file():
         raise UserError(f"no trajectories at {path}; build them with `make data` (python -m data.trajectories)")
     rows = []
-    with open(file) as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{file}, line {lineno}: not valid JSON ({exc.msg})") from None
-            messages = row.get("messages") if isinstance(row, dict) else None
-            if not isinstance(messages, list) or not any(m.get("role") == "assistant" for m in messages):
-                raise UserError(f"{file}, line {lineno}: a trajectory needs a \"messages\" list with assistant turns")
-            rows.append(row)
+    for lineno, row in iter_jsonl(file, "one trajectory {id, messages, ...} per line"):
+        messages = row.get("messages")
+        if not isinstance(messages, list) or not any(m.get("role") == "assistant" for m in messages):
+            raise UserError(f"{file}, line {lineno}: a trajectory needs a \"messages\" list with assistant turns")
+        rows.append(row)
     if not rows:
         raise UserError(f"{file} holds no trajectories; rebuild them with `make data`")
     return rows
