@@ -18,7 +18,7 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data trajectories sft rl rl-nolen agent-run baselines bench-retrieval bench-agent bench-sft serve test test-slow clean
+.PHONY: all setup world datastore data sft rl rl-nolen agent-run baselines bench-retrieval bench-agent bench-sft serve test test-slow clean
 
 all: setup datastore data
 
@@ -48,16 +48,13 @@ endif
 ifeq ($(DATASET),world)
 data: datastore
 	$(PY) -m data.questions --world runs/data/world --datastore world --out runs/data/world/questions --seed $(SEED)
+	$(PY) -m data.trajectories --questions runs/data/world/questions/train_sft.jsonl --world runs/data/world --datastore world --out runs/data/world/trajectories/sft
 else
 data: setup
 	$(PY) -m data.realsets --dataset $(DATASET)
 endif
 
-# oracle trajectories for SFT (train_sft) and RL warm-start analysis (train_rl)
-trajectories: data
-	$(PY) -m data.trajectories --questions runs/data/world/questions/train_sft.jsonl --world runs/data/world --datastore world --out runs/data/world/trajectories/sft
-
-sft: trajectories
+sft: data
 	$(PY) -m sft.train --config recipes/$(MODEL)/sft.yaml
 
 rl: setup
@@ -66,7 +63,7 @@ rl: setup
 rl-nolen: setup
 	$(PY) -m rl.train --config recipes/$(MODEL)/rl_nolen.yaml
 
-bench-sft: trajectories
+bench-sft: data
 	$(PY) -m sft.bench --config recipes/$(MODEL)/sft.yaml
 
 # the agent over one question set: make agent-run MODEL=smollm2-135m QUESTIONS=... OUT=...

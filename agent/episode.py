@@ -20,7 +20,7 @@ from agent.tools import SearchTools, tool_functions, tool_specs
 
 @dataclass
 class EpisodeConfig:
-    max_turns: int = 8  # assistant turns, the last of which must answer
+    max_turns: int = 9  # assistant turns: every allowed tool call, plus one to answer
     max_tool_calls: int = 8
     closed_book: bool = False
 

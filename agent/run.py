@@ -150,7 +150,7 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--chunk", type=int, default=64, help="questions per checkpointed batch of episodes")
     parser.add_argument("--limit", type=int, help="only the first N questions")
-    parser.add_argument("--max-turns", type=int, default=8)
+    parser.add_argument("--max-turns", type=int, default=9, help="assistant turns (tool calls + 1 to answer)")
     parser.add_argument("--max-tool-calls", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--max-context-tokens", type=int, default=4096)

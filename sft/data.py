@@ -5,9 +5,9 @@ prompt, same tool schema, same template), using TRL's training variant of the te
 `{% generation %}` markers let transformers return the assistant-token mask. Labels are the
 input ids on assistant tokens (the model's own text and tool calls, and the `<|im_end|>` that
 ends its turn) and -100 everywhere else: system prompt, question and tool outputs never enter
-the loss. We tokenize here rather than in SFTTrainer because `datasets` would merge the tool
-calls' differently-keyed `arguments` into one struct (`{"query": .., "doc_id": null, ..}`),
-which renders differently from what the agent generates.
+the loss. We tokenize here rather than in SFTTrainer so that what is trained is exactly what the
+agent renders (tool-call arguments as the dicts it generated, whatever `datasets` would make of
+them), and so that over-long trajectories are dropped and counted, never cut mid-call.
 """
 from __future__ import annotations
 

@@ -1,0 +1,603 @@
+"""SFT trajectories: oracle episodes that really call the search tools, or filtered teacher samples.
+
+    python -m data.trajectories --questions runs/data/world/questions/train_sft.jsonl --world runs/data/world \
+        --datastore world --out runs/data/world/trajectories/sft
+    python -m data.trajectories --questions runs/data/world/questions/train_sft.jsonl --datastore world \
+        --out runs/data/world/trajectories/teacher --teacher-url http://127.0.0.1:8001/v1 \
+        --teacher-model Qwen/Qwen3-32B --samples 4
+
+Oracle mode walks each question's facts (`chain`, `relations` of data/questions.py; "inv:r" hops are
+asked backwards) with agent.tools.SearchTools: a short thought, a tool call, the real tool output,
+..., then `<answer>first alias</answer>` (comparisons and yes/no first state both values). Queries
+use only the question and names already read in tool outputs, in several styles (bare name, name +
+relation words, a short question, now and then the whole question). A hop whose page is not in the
+results is searched again with other words (`recovered`); a fact the snippet does not show is read
+with `find` or `open` (also at random, for variety). Questions whose hop no query finds, or whose
+fact never shows, are dropped and counted by reason. Teacher mode runs a served model through
+agent.run (resumable, in `<out>.teacher/`), `--samples` per question at temperature > 0, and keeps
+the correct samples whose tool calls are all valid.
+
+Every trajectory is replayed (each tool call re-run; outputs must be byte-identical) and must score
+EM 1, or the command fails and writes nothing. Writes into --out: trajectories.jsonl ({id,
+question_id, messages, answers, hops, type, pool, n_tool_calls, recovered, opened, origin}; what
+sft/data.py reads), hf/ (save_to_disk; `messages` and `tools` are List(Json()) columns, so tool-call
+arguments stay dicts as the Qwen2.5 template's `tojson` needs, and `tools` gives TRL's SFTTrainer the
+schemas; datasets >= 5 infers the same from the JSONL), manifest.json, report.json, report.md.
+API: WorldIndex(folder); Oracle(world, retriever).build(question) -> record, or raises Drop(reason);
+replay(trajectory, retriever, k, method) -> [differences]; check(...); run(args).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+from tqdm import tqdm
+
+from agent.prompt import first_messages, prompt_hash
+from agent.tools import SearchTools
+from common.errors import UserError, cli_main
+from common.io import atomic_dir, atomic_write_json, config_hash, file_sha256, read_manifest, write_jsonl
+from common.paths import runs_dir
+from data import trajectory_text as T
+from data.world import YEAR_ATTRS
+
+VERSION = "trajectories-1"
+HIT = re.compile(r"^\[([^\]]+)\] ", re.MULTILINE)
+
+
+class Drop(Exception):
+    """This question gets no oracle trajectory; the message is the counted reason."""
+
+
+class ReplayError(UserError):
+    """A trajectory no longer replays (or does not score EM 1): the data would not be true."""
+
+
+def visible(needle: str, text: str) -> bool:
+    return bool(needle) and re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", text) is not None
+
+
+def hit_lines(output: str) -> dict[str, str]:
+    """doc_id -> its line in a search output (title and snippet), in rank order."""
+    return {match.group(1): line for line in output.splitlines() if (match := HIT.match(line))}
+
+
+def cap(sentence: str) -> str:
+    return sentence[:1].upper() + sentence[1:]
+
+
+class WorldIndex:
+    """entities.jsonl and facts.jsonl of a world (data/world.py), keyed for the oracle."""
+
+    def __init__(self, folder: Path):
+        folder = Path(folder)
+        for name in ("entities.jsonl", "facts.jsonl"):
+            if not (folder / name).is_file():
+                raise UserError(f"{folder / name} is missing; build the world: python -m data.world --out {folder}")
+        with open(folder / "entities.jsonl") as entities, open(folder / "facts.jsonl") as facts:
+            self.entities = {e["id"]: e for e in map(json.loads, entities)}
+            self.facts = {(f["subject"], f["relation"]): f for f in map(json.loads, facts)}
+
+    def target(self, subject: str, relation: str) -> tuple[str | None, str, list[str]]:
+        """(object id or None, the object's name or the value as written, documents stating it)."""
+        fact = self.facts.get((subject, relation))
+        if fact is None:
+            raise Drop("fact_missing")
+        if "object" in fact:
+            return fact["object"], self.entities[fact["object"]]["name"], fact["stated_in"]
+        return None, fact["surface"], fact["stated_in"]
+
+
+class Session:
+    """One trajectory being written: each call is a thought, a real tool call and its output."""
+
+    def __init__(self, question: dict, tools: SearchTools, max_tool_calls: int):
+        self.messages = first_messages(question["question"], max_tool_calls)
+        self.tools, self.recovered, self.opened = tools, False, False
+        self.read: dict[str, str] = {}  # doc id -> all the agent has read of it (search lines, pages, finds)
+
+    def call(self, thought: str, name: str, **arguments) -> str:
+        call = {"type": "function", "function": {"name": name, "arguments": arguments}}
+        self.messages.append({"role": "assistant", "content": cap(thought), "tool_calls": [call]})
+        output = self.tools._call(name, arguments)
+        self.messages.append({"role": "tool", "name": name, "content": output})
+        self.opened |= name in ("open", "find")
+        pieces = hit_lines(output).items() if name == "search" else [(arguments.get("doc_id"), output)]
+        for doc, text in pieces:
+            self.read[doc] = self.read.get(doc, "") + "\n" + text
+        return output
+
+
+class Oracle:
+    """max_tool_calls: the most calls one trajectory may make (agent.run's 8 turns leave 7 and the
+    answer); prompt_tool_calls: the budget the system prompt states (as at evaluation)."""
+
+    def __init__(self, world: WorldIndex, retriever, k: int = 5, method: str | None = None, seed: int = 0,
+                 p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
+                 p_question: float = 0.1):
+        self.world, self.retriever, self.k, self.method, self.seed = world, retriever, k, method, seed
+        self.p_extra, self.p_question = p_extra, p_question
+        self.max_tool_calls, self.prompt_tool_calls = max_tool_calls, prompt_tool_calls
+
+    def build(self, question: dict) -> dict:
+        """The trajectory record, or raise Drop(reason)."""
+        from eval.metrics import best_em
+
+        for self.tight in (False, True):  # over the call budget: once more, saving calls
+            self.rng = random.Random(f"{self.seed}-{question['id']}")
+            self.extra = 0.0 if self.tight else self.p_extra
+            session = Session(question, SearchTools(self.retriever, self.k, self.method), self.prompt_tool_calls)
+            final, lead = self._walk(question, session)
+            if session.tools.log.n_calls <= self.max_tool_calls:
+                break
+        else:
+            raise Drop("over_call_budget")
+        if not best_em(final, question["answers"]):
+            raise Drop("answer_mismatch")
+        session.messages.append({"role": "assistant", "content": f"{lead}<answer>{question['answers'][0]}</answer>"})
+        return {"id": f"{question['id']}-oracle", "question_id": question["id"], "messages": session.messages,
+                "answers": question["answers"], "hops": question.get("hops"), "type": question.get("type"),
+                "pool": question.get("pool"), "n_tool_calls": session.tools.log.n_calls,
+                "recovered": session.recovered, "opened": session.opened, "origin": "oracle"}
+
+    # ---- question types ------------------------------------------------------------------------
+    def _walk(self, question: dict, session: Session) -> tuple[str, str]:
+        """Read every hop; (what the last one found, text before the answer tag)."""
+        chain, relations = question.get("chain") or [], question.get("relations") or []
+        gold = question.get("gold_doc_ids") or []
+        if not chain or not relations:
+            raise Drop("no_chain")
+        if question.get("type") in ("comparison", "yesno"):
+            return self._pair(question, session, chain, relations[0], gold)
+        known, surface, fact = chain[0], self._surface_in_question(chain[0], question["question"]), None
+        for hop, relation in enumerate(relations):
+            target_id, target, stated_in, key = self._hop(chain, hop, known, relation)
+            need = self.pick(T.NEED[key]).format(n=surface)
+            if fact is None:
+                thought = self.pick(T.START).format(need=need, n=surface)
+            else:
+                thought = self.pick(T.NEXT).format(fact=fact, need=need, n=surface)
+            new = T.FACT[key].format(n=surface, o=target)
+            if self._known(session, known, surface, target, stated_in):  # an earlier output showed it
+                fact = f"{fact}; {self.pick(T.ALREADY).format(fact=new)}"
+            else:
+                self._read(session, known, surface, key, target, stated_in, gold[hop:hop + 1], thought, need,
+                           question["question"] if hop == 0 else None)
+                fact = None if hop + 1 == len(relations) else new
+            if target_id is None and hop + 1 < len(relations):
+                raise Drop("attribute_mid_chain")
+            known, surface = target_id, target
+        return target, f"{cap(fact)}. " if fact else ""
+
+    def _hop(self, chain: list, hop: int, known: str, relation: str) -> tuple:
+        """(the entity read next, or None for a value; its surface; pages stating it; wording key)."""
+        if relation.startswith("inv:"):  # the known entity is the object; the subject is asked for
+            rel = relation[4:]
+            subject = chain[hop + 1] if hop + 1 < len(chain) else None
+            fact = self.world.facts.get((subject, rel))
+            if fact is None or fact.get("object") != known:
+                raise Drop("chain_mismatch")
+            return subject, self.world.entities[subject]["name"], fact["stated_in"], "inv:" + self._key(subject, rel)
+        target_id, target, stated_in = self.world.target(known, relation)
+        if target_id is not None and hop + 1 < len(chain) and chain[hop + 1] != target_id:
+            raise Drop("chain_mismatch")
+        return target_id, target, stated_in, self._key(known, relation)
+
+    def _pair(self, question: dict, session: Session, chain: list, relation: str, gold: list) -> tuple[str, str]:
+        """Comparison (one attribute of A and of B) or yes/no (do A and B share a relation's object)."""
+        from eval.metrics import best_em
+
+        if len(chain) != 2:
+            raise Drop("pair_needs_two_entities")
+        names = [self._surface_in_question(e, question["question"]) for e in chain]
+        noun = T.ATTR_NOUN[self._key(chain[0], relation)]
+        facts, found = [], []
+        for i, entity in enumerate(chain):
+            target_id, target, stated_in = self.world.target(entity, relation)
+            key = self._key(entity, relation)
+            need = self.pick(T.NEED[key]).format(n=names[i])
+            if i == 0:
+                thought = self.pick(T.COMPARE_START).format(attr=noun, a=names[0], b=names[1], need=need)
+            else:
+                thought = self.pick(T.COMPARE_NEXT).format(fact=facts[0], need=need, b=names[1])
+            if not (i and self._known(session, entity, names[i], target, stated_in)):
+                self._read(session, entity, names[i], key, target, stated_in, gold[i:i + 1], thought, need)
+            facts.append(T.FACT[key].format(n=names[i], o=target))
+            found.append(target_id or self.world.facts[(entity, relation)]["value"])
+        lead = cap(self.pick(T.PAIR_END).format(fa=facts[0], fb=facts[1]))
+        if question["type"] == "yesno":
+            same = found[0] == found[1]
+            return ("yes" if same else "no"), f"{lead} {self.pick(T.SAME if same else T.DIFFERENT)} "
+        answer = question["answers"][0]  # which end (min or max) is asked is in the wording
+        won = [i for i, e in enumerate(chain)
+               if best_em(answer, [names[i], self.world.entities[e]["name"], *self.world.entities[e]["aliases"]])]
+        if len(won) != 1 or found[0] == found[1]:
+            raise Drop("answer_mismatch" if len(won) != 1 else "comparison_tie")
+        low = found[won[0]] < found[1 - won[0]]
+        adj = ("earlier" if low else "later") if relation in YEAR_ATTRS else ("smaller" if low else "larger")
+        return answer, f"{lead} {self.pick(T.WINNER).format(a=names[won[0]], adj=adj, noun=noun[4:])} "
+
+    # ---- one hop: search (again, on a miss), then make the fact visible ---------------------------
+    def _read(self, session: Session, known: str, surface: str, key: str, target: str, stated_in: list,
+              gold: list, thought: str, need: str, question: str | None = None) -> None:
+        """Find a page stating the fact that links the `known` entity (the one the agent can name)
+        to `target`, and read until the target shows. On a first hop the whole `question` is now
+        and then the first query (a common habit that often misses)."""
+        entity, queries = self.world.entities[known], []
+        shows = self._shows(known, surface, target)
+        query = self._first_query(surface, key, stated_in, shows)
+        if question and not self.tight and self.rng.random() < self.p_question:
+            query, thought = question, self.pick(T.START_QUESTION)
+        for attempt in range(3):
+            queries.append(query)
+            lines = hit_lines(session.call(thought, "search", query=query))
+            found = [d for d in lines if d in stated_in]
+            if found:
+                session.recovered |= attempt > 0
+                doc = min(found, key=lambda d: (not shows(d, lines[d]), d not in gold, d != known))
+                return self._fact_in(session, doc, lines[doc], known, surface, key, need, shows)
+            query, thought = self._reformulate(entity, surface, key, lines, stated_in, queries, need)
+        raise Drop("search_miss")
+
+    def _known(self, session: Session, known: str, surface: str, target: str, stated_in: list) -> bool:
+        """Has an earlier tool output (a page, a find, a snippet) already shown this fact?"""
+        shows = self._shows(known, surface, target)
+        return any(shows(d, session.read[d]) for d in stated_in if d in session.read)
+
+    def _shows(self, known: str, surface: str, target: str):
+        """shows(doc, line, text=None): is the fact visible in `text` (default: the search line) read
+        from `doc`? On the known entity's own page the target must show; on another page the known
+        entity's name must show, and the target in the text or in the page's title."""
+        name = self.world.entities[known]["name"]
+
+        def shows(doc: str, line: str, text: str | None = None) -> bool:
+            seen = line if text is None else text
+            if doc == known:
+                return visible(target, seen)
+            return (visible(name, seen) or visible(surface, seen)) and visible(target, line + "\n" + seen)
+        return shows
+
+    def _first_query(self, surface: str, key: str, stated_in: list, shows) -> str:
+        """A query in one of several styles; when the budget is tight, one whose snippet shows the fact."""
+        words, asks = T.REL_WORDS[key], T.QUESTION_QUERIES[key]
+        if self.tight:
+            for query in [f"{surface} {w}" for w in words] + [q.format(n=surface) for q in asks]:
+                if any(h.doc_id in stated_in and shows(h.doc_id, f"[{h.doc_id}] {h.title}: {h.snippet}")
+                       for h in self.retriever.search(query, self.k, self.method)):
+                    return query
+        x = self.rng.random()
+        if x < 0.3:
+            return surface
+        if x < 0.75:
+            word = self.pick(words)
+            return f"{surface} {word}" if self.rng.random() < 0.7 else f"{word} {surface}"
+        return self.pick(asks).format(n=surface)
+
+    def _reformulate(self, entity: dict, surface: str, key: str, lines: dict, stated_in: list,
+                     tried: list, need: str) -> tuple[str, str]:
+        """The next query (one that finds a page stating the fact) and a thought saying why."""
+        noun = T.NOUN.get(entity["type"])
+        words = {w.lower() for w in re.findall(r"\w+", entity["name"]) if len(w) > 3}
+        if entity["id"] in lines:  # its own page came up but does not state the fact
+            kind, extra = "silent", [f"{surface} {w}" for w in T.INVERSE_WORDS.get(key, [])]
+        elif any(d in entity.get("confusable_with", []) or words & set(re.findall(r"\w+", line.lower()))
+                 for d, line in lines.items()):
+            kind, extra = "other", [f"{surface} {noun}", f"{surface} {noun} {T.REL_WORDS[key][0]}"] if noun else []
+        else:
+            kind, extra = "none", []
+        candidates = extra + [f"{surface} {w}" for w in T.REL_WORDS[key]]
+        candidates += [q.format(n=surface) for q in T.QUESTION_QUERIES[key]]
+        if any(f"] {entity['name']} (" in line for line in lines.values()):  # titles with qualifiers seen
+            candidates.append(entity["title"])
+        for query in dict.fromkeys(candidates):
+            if query not in tried and any(h.doc_id in stated_in for h in self.retriever.search(query, self.k, self.method)):
+                break
+        else:
+            raise Drop("search_miss")
+        if kind == "other" and noun and noun in query:
+            return query, self.pick(T.MISS_OTHER).format(n=surface, noun=noun)
+        if kind == "silent":
+            return query, self.pick(T.MISS_SILENT).format(n=surface, need=need)
+        return query, self.pick(T.MISS_NONE).format(n=surface)
+
+    def _fact_in(self, session: Session, doc: str, line: str, known: str, surface: str, key: str,
+                 need: str, shows) -> None:
+        """Make the fact visible in what the agent read: the snippet, a find, or opened pages."""
+        seen = shows(doc, line)
+        if seen and self.rng.random() >= self.extra:
+            return
+        texts = list(T.FIND_WORDS.get(key, [])) if doc == known else [self.world.entities[known]["name"]]
+        self.rng.shuffle(texts)
+        good = [t for t in texts if shows(doc, line, "\n".join(self.retriever.find(doc, t)))]
+        if good and self.rng.random() < 0.5:
+            thought = self.pick(T.FIND_EXTRA if seen else T.FIND_NEEDED).format(need=need, d=doc, t=good[0], n=surface)
+            if shows(doc, line, session.call(thought, "find", doc_id=doc, text=good[0])):
+                return
+        thought = self.pick(T.OPEN_EXTRA if seen else T.OPEN_NEEDED).format(need=need, d=doc, n=surface)
+        page = 1
+        while True:
+            output = session.call(thought, "open", **({"doc_id": doc} if page == 1 else {"doc_id": doc, "page": page}))
+            if shows(doc, line, output):
+                return
+            pages = re.search(r"\(page \d+ of (\d+)\)", output.split("\n", 1)[0])
+            if not pages or page >= int(pages.group(1)):
+                raise Drop("fact_not_visible")
+            page += 1
+            thought = self.pick(T.NEXT_PAGE).format(p0=page - 1, p=page)
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _key(self, subject: str, relation: str) -> str:
+        is_uni = self.world.entities[subject]["type"] == "university"
+        return "located_in_uni" if relation == "located_in" and is_uni else relation
+
+    def _surface_in_question(self, entity_id: str, text: str) -> str:
+        entity = self.world.entities[entity_id]
+        for surface in [entity["name"], *entity.get("aliases", []), entity["title"]]:
+            if visible(surface, text):
+                return surface
+        raise Drop("entity_not_in_question")
+
+    def pick(self, options: list):
+        return options[int(self.rng.random() * len(options))]
+
+
+# ---- replay and checks ------------------------------------------------------------------------
+def replay(trajectory: dict, retriever, k: int = 5, method: str | None = None) -> list[str]:
+    """Re-run every tool call on fresh tools; the list of differences (empty: it replays exactly)."""
+    tools, problems, pending = SearchTools(retriever, k, method), [], []
+    for index, message in enumerate(trajectory["messages"]):
+        if message["role"] == "assistant":
+            if pending:
+                problems.append(f"message {index}: {len(pending)} tool call(s) without a reply")
+            pending = [call["function"] for call in message.get("tool_calls") or []]
+        elif message["role"] == "tool":
+            if not pending:
+                problems.append(f"message {index}: a tool reply without a call")
+                continue
+            call = pending.pop(0)
+            output = tools._call(call["name"], dict(call["arguments"]))
+            if call["name"] != message.get("name") or output != message["content"]:
+                problems.append(f"message {index}: {call['name']}({json.dumps(call['arguments'])}) now returns "
+                                f"{output[:80]!r}, stored {message['content'][:80]!r}")
+    if pending:
+        problems.append(f"{len(pending)} tool call(s) at the end without a reply")
+    return problems
+
+
+def check(trajectories: list[dict], retriever, k: int, method: str | None, progress: bool = True) -> None:
+    """Replay every trajectory and score its answer; raise ReplayError naming the first failure."""
+    from eval.metrics import best_em, extract_answer
+
+    bad = []
+    for trajectory in tqdm(trajectories, desc="replay", unit="traj", disable=not progress, mininterval=2.0):
+        problems = replay(trajectory, retriever, k, method)
+        if not best_em(extract_answer(trajectory["messages"][-1]["content"]), trajectory["answers"]):
+            problems.append("the final answer does not score EM 1")
+        bad += [f"{trajectory['id']}: {p}" for p in problems]
+    if bad:
+        raise ReplayError(f"{len(bad)} trajectory check(s) failed, first: {bad[0]}. Nothing was written: the "
+                          "datastore or the tools changed under the data (or are not deterministic)")
+
+
+# ---- outputs -------------------------------------------------------------------------------------
+def token_stats(trajectories: list[dict], model: str = "smollm2-135m") -> dict:
+    """Lengths under the model's tool template (as sft/data.py renders them) and the share of
+    assistant tokens, the ones SFT trains on."""
+    try:
+        from transformers import AutoTokenizer
+        from trl.chat_template_utils import get_training_chat_template
+
+        from agent.chat import prepare_tokenizer
+        from agent.models import resolve_model
+        from agent.tools import tool_functions
+        tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model(model)))
+    except Exception as exc:  # no converted model: the report says why
+        return {"skipped": f"{type(exc).__name__}: {exc}"[:200]}
+    template, tools = get_training_chat_template(tokenizer), tool_functions(SearchTools(None))
+    lengths, assistant = [], 0
+    for trajectory in trajectories:
+        out = tokenizer.apply_chat_template(trajectory["messages"], tools=tools, chat_template=template,
+                                            tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+        lengths.append(len(out["input_ids"]))
+        assistant += sum(out["assistant_masks"])
+    if not lengths:
+        return {"skipped": "no trajectories"}
+    lengths.sort()
+    at = lambda q: lengths[min(len(lengths) - 1, int(q * len(lengths)))]  # noqa: E731
+    return {"model": model, "mean": round(sum(lengths) / len(lengths), 1), "p50": at(0.5), "p95": at(0.95),
+            "max": lengths[-1], "total": sum(lengths), "assistant_fraction": round(assistant / sum(lengths), 4)}
+
+
+def report(trajectories: list[dict], drops: Counter, n_questions: int, seconds: float, model: str) -> dict:
+    n = len(trajectories) or 1
+    share = lambda key: round(sum(t[key] for t in trajectories) / n, 4)  # noqa: E731
+    count = lambda f: dict(sorted(Counter(str(f(t)) for t in trajectories).items()))  # noqa: E731
+    calls = [c["function"]["name"] for t in trajectories for m in t["messages"] for c in m.get("tool_calls") or []]
+    return {"questions": n_questions, "trajectories": len(trajectories), "dropped": sum(drops.values()),
+            "drops_by_reason": dict(drops.most_common()), "by_hops": count(lambda t: t["hops"]),
+            "by_type": count(lambda t: t["type"]), "by_type_and_hops": count(lambda t: f"{t['type']}/{t['hops']}"),
+            "tool_calls_mean": round(sum(t["n_tool_calls"] for t in trajectories) / n, 3),
+            "tool_calls_histogram": count(lambda t: t["n_tool_calls"]), "tool_calls_by_name": dict(Counter(calls)),
+            "recovered_fraction": share("recovered"), "open_or_find_fraction": share("opened"),
+            "tokens": token_stats(trajectories, model), "seconds": round(seconds, 1)}
+
+
+def report_md(rep: dict, title: str) -> str:
+    tok, lines = rep["tokens"], [f"# {title}", "", f"{rep['trajectories']} trajectories from {rep['questions']} "
+                                 f"questions ({rep['dropped']} dropped) in {rep['seconds']} s.", ""]
+    lines += [f"- tool calls per trajectory: {rep['tool_calls_mean']}; with a reformulated search: "
+              f"{rep['recovered_fraction']:.1%}; with open/find: {rep['open_or_find_fraction']:.1%}"]
+    if "mean" in tok:
+        lines += [f"- tokens ({tok['model']} tool template): mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, "
+                  f"max {tok['max']}; assistant (trained-on) share {tok['assistant_fraction']:.1%}"]
+    for key in ("by_hops", "by_type", "by_type_and_hops", "tool_calls_histogram", "tool_calls_by_name", "drops_by_reason"):
+        lines += [f"- {key.replace('_', ' ')}: " + (", ".join(f"{k} {v}" for k, v in rep[key].items()) or "none")]
+    return "\n".join(lines) + "\n"
+
+
+def save(out: Path, trajectories: list[dict], manifest: dict, rep: dict, title: str) -> None:
+    from datasets import Dataset, Features, Json, List, Value
+    from transformers.utils import get_json_schema
+
+    from agent.tools import tool_functions
+
+    schemas = [get_json_schema(tool) for tool in tool_functions(SearchTools(None))]
+    features = Features({"id": Value("string"), "question_id": Value("string"), "messages": List(Json()),
+                         "tools": List(Json()), "answers": List(Value("string")), "hops": Value("int64"),
+                         "type": Value("string"), "pool": Value("string"), "n_tool_calls": Value("int64"),
+                         "recovered": Value("bool"), "opened": Value("bool"), "origin": Value("string")})
+    with atomic_dir(out) as tmp:
+        write_jsonl(tmp / "trajectories.jsonl", trajectories)
+        rows = [{**{key: t.get(key) for key in features}, "tools": schemas} for t in trajectories]
+        Dataset.from_list(rows, features=features).save_to_disk(str(tmp / "hf"))
+        atomic_write_json(tmp / "report.json", rep)
+        (tmp / "report.md").write_text(report_md(rep, title))
+        atomic_write_json(tmp / "manifest.json", manifest)
+
+
+# ---- the two modes ----------------------------------------------------------------------------
+def build_oracle(questions: list[dict], world: WorldIndex, retriever, args) -> tuple[list, Counter]:
+    oracle = Oracle(world, retriever, args.k, args.method, args.seed, args.p_extra,
+                    min(args.max_tool_calls, args.max_turns - 1), args.max_tool_calls, args.p_question)
+    kept, drops = [], Counter()
+    for question in tqdm(questions, desc="oracle", unit="q", disable=args.quiet, mininterval=2.0):
+        try:
+            kept.append(oracle.build(question))
+        except Drop as reason:
+            drops[str(reason)] += 1
+    return kept, drops
+
+
+def build_teacher(questions: list[dict], args, out: Path) -> tuple[list, Counter]:
+    """`--samples` episodes per question from an OpenAI-compatible teacher, run by agent.run in
+    <out>.teacher/ (its predictions.jsonl resumes: finished samples are not asked again)."""
+    from agent.run import parse_args as agent_args, run as agent_run
+    from eval.metrics import best_em
+
+    if args.temperature <= 0 and args.samples > 1:
+        raise UserError("--samples > 1 needs --temperature > 0 (greedy samples would all be the same)")
+    work = out.with_name(out.name + ".teacher")
+    work.mkdir(parents=True, exist_ok=True)
+    write_jsonl(work / "questions.jsonl", ({**q, "id": f"{q['id']}~s{n}"} for q in questions for n in range(args.samples)))
+    flags = {"--backend": "openai", "--base-url": args.teacher_url, "--model": args.teacher_model,
+             "--questions": work / "questions.jsonl", "--out": work, "--datastore": args.datastore, "--k": args.k,
+             "--method": args.method, "--max-turns": args.max_turns, "--max-tool-calls": args.max_tool_calls,
+             "--max-new-tokens": args.max_new_tokens, "--temperature": args.temperature, "--top-p": args.top_p,
+             "--concurrency": args.concurrency, "--chunk": args.chunk}
+    agent_run(agent_args([str(x) for flag, value in flags.items() if value is not None for x in (flag, value)]
+                         + (["--quiet"] if args.quiet else [])))
+    records = [json.loads(line) for line in (work / "predictions.jsonl").read_text().splitlines()]
+    if any(r["finish"] == "error" for r in records):
+        raise UserError(f"the teacher endpoint failed on some samples; rerun to resume ({work / 'predictions.jsonl'})")
+    good, kept, drops = {}, [], Counter()
+    for r in records:  # correct, answered, every call valid; identical samples once
+        if r["finish"] == "answer" and best_em(r["prediction"], r["answers"]) and r["valid_tool_calls"] == r["tool_calls"]:
+            good.setdefault(r["id"].rsplit("~s", 1)[0], {}).setdefault(json.dumps(r["messages"]), r)
+    for question in questions:
+        samples = list(good.get(question["id"], {}).values())
+        drops.update([] if samples else ["no_correct_sample"])
+        for n, r in enumerate(samples):
+            searches = sum(c["function"]["name"] == "search" for m in r["messages"] for c in m.get("tool_calls") or [])
+            kept.append({"id": f"{question['id']}-t{n}", "question_id": question["id"], "messages": r["messages"],
+                         "answers": question["answers"], "hops": question.get("hops"), "type": question.get("type"),
+                         "pool": question.get("pool"), "n_tool_calls": r["tool_calls"],
+                         "recovered": searches > (question.get("hops") or 1),  # more searches than hops
+                         "opened": bool(r["opened"]), "origin": f"teacher:{args.teacher_model}"})
+    return kept, drops
+
+
+def inputs_manifest(args, retriever) -> dict:
+    keys = ("k", "method", "seed", "p_extra", "p_question", "max_turns", "max_tool_calls", "limit", "teacher_url",
+            "teacher_model", "samples", "temperature", "top_p", "max_new_tokens")
+    config = {key: getattr(args, key) for key in keys}
+    code = file_sha256(Path(__file__)) + file_sha256(Path(T.__file__))  # a changed oracle rebuilds
+    inputs = {"questions": file_sha256(args.questions), "datastore": retriever.manifest.get("inputs"),
+              "datastore_config": retriever.manifest.get("config"), "prompt": prompt_hash(),
+              "code": config_hash({"code": code})}
+    if not args.teacher_url:
+        inputs.update(entities=file_sha256(Path(args.world) / "entities.jsonl"),
+                      facts=file_sha256(Path(args.world) / "facts.jsonl"))
+    return {"generator": "data.trajectories", "version": VERSION, "config": config, "inputs": inputs,
+            "config_hash": config_hash({"config": config, "inputs": inputs, "version": VERSION})}
+
+
+def run(args) -> dict:
+    from agent.run import read_questions
+    from datastore.retriever import Datastore
+
+    out, started = Path(args.out), time.perf_counter()
+    if not Path(args.questions).is_file():
+        raise UserError(f"question file {args.questions} does not exist; build questions with `make data`")
+    retriever = Datastore.load(args.datastore)
+    manifest = inputs_manifest(args, retriever)
+    old = read_manifest(out)
+    if old and old.get("config_hash") == manifest["config_hash"] and (out / "trajectories.jsonl").exists() \
+            and not args.force:
+        with open(out / "trajectories.jsonl") as handle:  # tool code can change under equal hashes
+            sample = [json.loads(line) for _, line in zip(range(20), handle)]
+        if not any(replay(t, retriever, args.k, args.method) for t in sample):
+            print(f"{out} is up to date ({old['counts']['trajectories']} trajectories); --force rebuilds it")
+            return old
+        print(f"{out}: stored tool outputs no longer replay; rebuilding")
+    import torch  # one intra-op thread: one-query dense encoding is ~20x slower when threads fight
+    torch.set_num_threads(1)
+    questions = read_questions(args.questions, args.limit)
+    if any(not q.get("answers") for q in questions):
+        raise UserError(f"{args.questions}: every question record needs an `answers` list (data/questions.py)")
+    if args.teacher_url:
+        trajectories, drops = build_teacher(questions, args, out)
+    else:
+        trajectories, drops = build_oracle(questions, WorldIndex(args.world), retriever, args)
+    check(trajectories, retriever, args.k, args.method, progress=not args.quiet)
+    rep = report(trajectories, drops, len(questions), time.perf_counter() - started, args.tokenizer)
+    manifest["counts"] = {"questions": len(questions), "trajectories": len(trajectories), "dropped": dict(drops)}
+    mode = "teacher" if args.teacher_url else "oracle"
+    save(out, trajectories, manifest, rep, f"Trajectories: {Path(args.questions).name} ({mode})")
+    print(f"wrote {len(trajectories)} trajectories ({sum(drops.values())} questions dropped: {dict(drops)}) "
+          f"to {out}")
+    return manifest
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description="Oracle or teacher SFT trajectories over the search tools.")
+    add = parser.add_argument
+    add("--questions", required=True, help="question JSONL (data/questions.py records)")
+    add("--world", default=str(runs_dir() / "data" / "world"), help="world folder: entities.jsonl, facts.jsonl")
+    add("--datastore", default="world", help="datastore name or folder")
+    add("--out", required=True)
+    add("--k", type=int, default=5, help="hits per search (as the agent gets them)")
+    add("--method", choices=["bm25", "dense", "hybrid"], help="search method (default: the datastore's)")
+    add("--seed", type=int, default=0)
+    add("--p-extra", type=float, default=0.15, help="share of hops read with open/find though the snippet shows it")
+    add("--p-question", type=float, default=0.1, help="share of first hops first searched with the whole question")
+    add("--max-turns", type=int, default=8, help="agent.run's turn budget: at most turns - 1 tool calls")
+    add("--max-tool-calls", type=int, default=8, help="the budget the system prompt states")
+    add("--limit", type=int, help="only the first N questions")
+    add("--tokenizer", default="smollm2-135m", help="model whose tokenizer measures lengths in the report")
+    add("--teacher-url", help="OpenAI-compatible endpoint (teacher mode)")
+    add("--teacher-model", help="model name at --teacher-url")
+    add("--samples", type=int, default=4, help="teacher samples per question")
+    add("--temperature", type=float, default=0.7)
+    add("--top-p", type=float, default=0.95)
+    add("--max-new-tokens", type=int, default=512)
+    add("--concurrency", type=int, default=8, help="parallel teacher requests")
+    add("--chunk", type=int, default=64, help="teacher episodes per checkpointed batch")
+    add("--force", action="store_true")
+    add("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    if args.teacher_url and not args.teacher_model:
+        parser.error("--teacher-url needs --teacher-model")
+    return args
+
+
+def main(argv=None) -> None:
+    run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    cli_main(main)

@@ -1,0 +1,254 @@
+"""Oracle and teacher trajectories (data/trajectories.py): exact replay, EM 1, no answer before it is
+read, recovery from a confusable first search, the tool template round trip, teacher filter + resume."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI, Request
+
+from agent.prompt import first_messages
+from data import trajectories as TJ
+from datastore.build import DatastoreConfig, build
+from datastore.retriever import Datastore
+from datastore.serve import app_in_thread
+from eval.metrics import best_em, extract_answer
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A 400-document world, its bm25 datastore and data.questions' own splits, built once."""
+    from data.questions import Graph, QuestionConfig, Searcher, synthesize
+    from data.world import write_world
+
+    root = tmp_path_factory.mktemp("traj")
+    write_world(root / "world", 400, seed=0)
+    build(DatastoreConfig(name="tw", corpus=str(root / "world" / "corpus.jsonl"), retrievers=["bm25"]),
+          root=root / "datastore", progress=False)
+    store = Datastore.load(root / "datastore")
+    splits, _ = synthesize(Graph.load(root / "world"), Searcher(store, progress=False),
+                           QuestionConfig(train_sft=60, train_rl=20, eval=10, qtext_sample=0), progress=False)
+    questions = splits["train_sft"] + splits["train_rl"]
+    (root / "train_sft.jsonl").write_text("".join(json.dumps(q) + "\n" for q in splits["train_sft"]))
+    return root, store, questions
+
+
+@pytest.fixture(scope="module")
+def oracle_run(setup):
+    root, store, questions = setup
+    oracle = TJ.Oracle(TJ.WorldIndex(root / "world"), store)
+    kept, drops = [], {}
+    for question in questions:
+        try:
+            kept.append(oracle.build(question))
+        except TJ.Drop as reason:
+            drops[str(reason)] = drops.get(str(reason), 0) + 1
+    return kept, drops, {q["id"]: q for q in questions}
+
+
+def test_oracle_trajectories_replay_and_score(setup, oracle_run):
+    _, store, questions = setup
+    kept, drops, by_id = oracle_run
+    assert len(kept) >= 0.9 * len(questions), drops
+    assert {t["type"] for t in kept} >= {"lookup", "bridge", "chain", "comparison", "yesno", "inverse"}
+    for t in kept:
+        question = by_id[t["question_id"]]
+        assert TJ.replay(t, store) == [], t["id"]
+        messages = t["messages"]
+        assert messages[:2] == first_messages(question["question"], 8)
+        assert extract_answer(messages[-1]["content"]) == question["answers"][0]
+        assert best_em(extract_answer(messages[-1]["content"]), question["answers"]) == 1
+        calls = [m for m in messages if m["role"] == "assistant" and m.get("tool_calls")]
+        assert len(calls) == t["n_tool_calls"] <= 7  # fits agent.run's 8 turns, the last of which answers
+        for call, reply in zip(calls, [m for m in messages if m["role"] == "tool"]):
+            assert call["content"] and len(call["tool_calls"]) == 1  # one thought, one call
+            assert reply["name"] == call["tool_calls"][0]["function"]["name"]
+            assert not reply["content"].startswith(("No sentence", "No documents", "Error"))  # no wasted calls
+    assert any(t["opened"] for t in kept) and any(not t["opened"] for t in kept)
+    TJ.check(kept, store, 5, None, progress=False)
+
+
+def test_tampered_output_or_call_fails_replay(setup, oracle_run):
+    _, store, _ = setup
+    kept = json.loads(json.dumps(oracle_run[0][:3]))
+    tool = next(m for m in kept[0]["messages"] if m["role"] == "tool")
+    tool["content"] = tool["content"].replace("]", "] ", 1)  # one extra space
+    assert TJ.replay(kept[0], store)
+    call = next(m for m in kept[1]["messages"] if m.get("tool_calls"))["tool_calls"][0]["function"]
+    call["arguments"] = {"query": "something else entirely"}
+    assert TJ.replay(kept[1], store)
+    kept[2]["messages"][-1]["content"] = "<answer>not it</answer>"
+    with pytest.raises(TJ.ReplayError, match="3 trajectory check"):
+        TJ.check(kept, store, 5, None, progress=False)
+
+
+def _mentions(text, name):
+    return re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text) is not None
+
+
+def test_thoughts_only_state_what_was_read(setup, oracle_run):
+    """No answer alias, and no chain entity the question does not name, appears in a thought
+    before some tool output has shown it."""
+    root, _, _ = setup
+    world = TJ.WorldIndex(root / "world")
+    kept, _, by_id = oracle_run
+    checked = 0
+    for t in kept:
+        question = by_id[t["question_id"]]
+        names = [a for a in question["answers"] if a.lower() not in ("yes", "no")]
+        names += [world.entities[e]["name"] for e in question["chain"]]
+        names = [n for n in names if not _mentions(question["question"], n)]
+        read = ""
+        for message in t["messages"][2:]:
+            if message["role"] == "tool":
+                read += "\n" + message["content"]
+                continue
+            for name in names:
+                if _mentions(message["content"], name):
+                    assert _mentions(read, name), (t["id"], name, message["content"])
+                    checked += 1
+    assert checked > len(kept)  # the thoughts do name what they found
+
+
+def _mini_world(folder: Path):
+    """A company called Kestrel, buried under a city and a festival of the same name."""
+    entities = [
+        {"id": "kco", "type": "organisation", "name": "Kestrel", "title": "Kestrel (company)", "attrs": {},
+         "relations": {"founded_by": "ada"}, "aliases": [], "confusable_with": ["kcity"]},
+        {"id": "ada", "type": "person", "name": "Ada Voss", "title": "Ada Voss", "attrs": {}, "relations": {},
+         "aliases": [], "confusable_with": []},
+        {"id": "kcity", "type": "city", "name": "Kestrel", "title": "Kestrel (city)", "attrs": {}, "relations": {},
+         "aliases": [], "confusable_with": ["kco"]},
+    ]
+    docs = [
+        {"id": "kco", "title": "Kestrel (company)", "text": "Kestrel is a company that makes kites. Ada Voss started the company."},
+        {"id": "ada", "title": "Ada Voss", "text": "Ada Voss is an engineer. Ada Voss started the kite company Kestrel."},
+        {"id": "kcity", "title": "Kestrel (city)", "text": "Kestrel is a city. Kestrel was founded by settlers. "
+                                                           "The founder of Kestrel was a farmer. Kestrel founders."},
+        {"id": "kfest", "title": "Kestrel Festival", "text": "The Kestrel Festival is held in Kestrel. Its founders "
+                                                             "founded it in Kestrel, the founder city of Kestrel."},
+        {"id": "kriver", "title": "Kestrel River", "text": "The Kestrel River runs past Kestrel. Kestrel was founded on the Kestrel."},
+    ] + [{"id": f"f{i}", "title": f"Filler {i}", "text": f"Filler page {i} about owls and weather."} for i in range(6)]
+    facts = [{"subject": "kco", "relation": "founded_by", "object": "ada", "stated_in": ["kco", "ada"]}]
+    folder.mkdir(parents=True)
+    for name, rows in (("entities", entities), ("facts", facts), ("corpus", docs)):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_recovery_after_a_confusable_first_search(tmp_path):
+    _mini_world(tmp_path / "w")
+    build(DatastoreConfig(name="k", corpus=str(tmp_path / "w" / "corpus.jsonl"), retrievers=["bm25"]),
+          root=tmp_path / "ds", progress=False)
+    store = Datastore.load(tmp_path / "ds")
+    world = TJ.WorldIndex(tmp_path / "w")
+    question = {"id": "k1", "question": "Who founded the company Kestrel?", "answers": ["Ada Voss", "Voss"],
+                "hops": 1, "type": "lookup", "relations": ["founded_by"], "chain": ["kco", "ada"], "gold_doc_ids": ["kco"]}
+    recovered = 0
+    for seed in range(6):
+        t = TJ.Oracle(world, store, k=2, seed=seed, p_question=0.0).build(question)
+        assert TJ.replay(t, store, k=2) == []
+        searches = [m for m in t["messages"] if m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "search"]
+        if t["recovered"]:
+            recovered += 1
+            first = searches[0]["tool_calls"][0]["function"]["arguments"]["query"]
+            second = searches[1]
+            assert "kco" not in TJ.hit_lines(t["messages"][3]["content"]), first  # the first search missed
+            assert second["content"] in [t.format(n="Kestrel", noun="company") for t in TJ.T.MISS_OTHER]
+            assert "company" in second["tool_calls"][0]["function"]["arguments"]["query"]
+        assert extract_answer(t["messages"][-1]["content"]) == "Ada Voss"
+    assert recovered >= 4
+
+
+def test_renders_through_the_smollm2_tool_template(oracle_run):
+    from transformers import AutoTokenizer
+
+    from agent.chat import parse_assistant, prepare_tokenizer
+    from agent.models import resolve_model
+    from agent.tools import SearchTools, tool_functions, tool_specs
+    from common.errors import UserError
+
+    try:
+        tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model("smollm2-135m")))
+    except UserError as exc:
+        pytest.skip(f"smollm2-135m not converted ({exc})")
+    specs, tools = tool_specs(), tool_functions(SearchTools(None))
+    for t in oracle_run[0][:25]:
+        text = tokenizer.apply_chat_template(t["messages"], tools=tools, tokenize=False)
+        spans = re.findall(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", text, re.DOTALL)
+        wanted = [m for m in t["messages"] if m["role"] == "assistant"]
+        assert len(spans) == len(wanted)
+        for span, message in zip(spans, wanted):
+            turn = parse_assistant(span, specs)
+            assert turn.content == message["content"] and not turn.errors
+            assert turn.tool_calls == message.get("tool_calls", [])
+    stats = TJ.token_stats(oracle_run[0][:10])
+    assert 0 < stats["assistant_fraction"] < 0.5 and stats["max"] >= stats["p50"] > 300
+
+
+def test_command_writes_checks_and_skips(setup, capsys):
+    root, _, _ = setup
+    from datasets import load_dataset, load_from_disk
+
+    out = root / "out"
+    args = ["--questions", str(root / "train_sft.jsonl"), "--world", str(root / "world"),
+            "--datastore", str(root / "datastore"), "--out", str(out), "--quiet"]
+    manifest = TJ.main(args) or json.loads((out / "manifest.json").read_text())
+    rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(rows) == manifest["counts"]["trajectories"] >= 50
+    report = json.loads((out / "report.json").read_text())
+    assert report["trajectories"] == len(rows) and sum(report["by_hops"].values()) == len(rows)
+    assert "tokens" in report and (out / "report.md").read_text().startswith("# Trajectories")
+    hf = load_from_disk(str(out / "hf"))
+    assert hf[0]["messages"] == rows[0]["messages"] and hf[0]["tools"][0]["function"]["name"] == "search"
+    as_json = load_dataset("json", data_files=str(out / "trajectories.jsonl"), split="train")
+    assert as_json[3]["messages"] == rows[3]["messages"]  # arguments stay dicts, keys unmerged
+    TJ.main(args)
+    assert "up to date" in capsys.readouterr().out
+    tampered = (out / "trajectories.jsonl").read_text().replace("[w-", "[W-", 1)  # as if the tools had changed
+    (out / "trajectories.jsonl").write_text(tampered)
+    TJ.main(args)
+    assert "no longer replay; rebuilding" in capsys.readouterr().out
+    assert (out / "trajectories.jsonl").read_text().splitlines()[0] == json.dumps(rows[0], ensure_ascii=False)
+
+
+def _teacher(state: dict, answers: dict) -> FastAPI:
+    """Searches with the question, then answers: right for the first sample of each question only."""
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await request.json()
+        question = body["messages"][1]["content"]
+        state["requests"].append(question)
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            message = {"role": "assistant", "content": "I'll search for it.", "tool_calls": [{"id": "c1", "type": "function",
+                       "function": {"name": "search", "arguments": json.dumps({"query": question})}}]}
+        else:
+            first = question not in state["answered"]
+            state["answered"].add(question)
+            message = {"role": "assistant", "content": f"<answer>{answers[question] if first else 'Nobody'}</answer>"}
+        return {"choices": [{"message": message}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+
+    return app
+
+
+def test_teacher_keeps_correct_samples_and_resumes(setup):
+    root, store, questions = setup
+    qs = questions[:6]
+    (root / "teacher_q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in qs))
+    state = {"requests": [], "answered": set()}
+    out = root / "teacher"
+    with app_in_thread(_teacher(state, {q["question"]: q["answers"][0] for q in qs})) as url:
+        base = ["--questions", str(root / "teacher_q.jsonl"), "--datastore", str(root / "datastore"), "--out", str(out),
+                "--teacher-url", f"{url}/v1", "--teacher-model", "fake", "--samples", "2", "--quiet", "--concurrency", "2"]
+        TJ.main(base + ["--limit", "3"])
+        assert len(state["requests"]) == 3 * 2 * 2  # 3 questions x 2 samples x 2 turns
+        TJ.main(base)
+        assert len(state["requests"]) == 6 * 2 * 2  # the first 3 were not asked again
+    rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert sorted(r["question_id"] for r in rows) == sorted(q["id"] for q in qs)  # one right sample each
+    for row in rows:
+        assert best_em(extract_answer(row["messages"][-1]["content"]), row["answers"]) == 1
+        assert row["origin"] == "teacher:fake" and TJ.replay(row, store) == []
+    samples = (root / "teacher.teacher" / "predictions.jsonl").read_text().splitlines()
+    assert len(samples) == 6 * 2 and sum(best_em(r["prediction"], r["answers"]) for r in map(json.loads, samples)) == 6
