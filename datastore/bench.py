@@ -271,7 +271,7 @@ def section_scale(args) -> dict:
         names[n] = f"bench-world-{n}"
         log(f"scale: building {names[n]} (bm25) in a fresh process")
         row = {"world_docs": n, "generate_s": world["generate_s"],
-               **build_in_subprocess(names[n], world["corpus"], out)}
+               **build_in_subprocess(names[n], world["corpus"])}
         store = Datastore.load(names[n])
         t0 = time.perf_counter()
         index = store.index("bm25")

@@ -227,21 +227,25 @@ COLD = ("import json, sys, time; t0 = time.perf_counter(); from datastore.retrie
         "print(json.dumps({'import_and_load_s': round(t1 - t0, 2), 'first_search_s': round(t2 - t1, 2)}))")
 
 
-def build_in_subprocess(name: str, corpus: Path, scratch: Path) -> dict:
+def build_in_subprocess(name: str, corpus: Path) -> dict:
     """BM25-only build in a fresh process: wall time and that process's own peak RSS."""
+    import tempfile
+
     cmd = [sys.executable, "-m", "datastore.build", "--name", name, "--corpus", f"jsonl:{corpus}",
            "--retrievers", "bm25", "--force"]
-    rss_file = scratch / f"{name}.maxrss"
-    t0 = time.perf_counter()
-    code = subprocess.call([sys.executable, "-c", PEAK_RSS, str(rss_file), *cmd], cwd=REPO_ROOT)
-    wall = time.perf_counter() - t0
-    if code:
-        raise UserError(f"build of {name} failed (exit {code}): {' '.join(cmd)}")
+    with tempfile.TemporaryDirectory() as scratch:
+        rss_file = Path(scratch) / "maxrss"
+        t0 = time.perf_counter()
+        code = subprocess.call([sys.executable, "-c", PEAK_RSS, str(rss_file), *cmd], cwd=REPO_ROOT)
+        wall = time.perf_counter() - t0
+        if code:
+            raise UserError(f"build of {name} failed (exit {code}): {' '.join(cmd)}")
+        peak_kb = int(rss_file.read_text())
     manifest = read_manifest(datastore_dir(name))
     return {"docs": manifest["counts"]["docs"], "passages": manifest["counts"]["passages"],
             "build_wall_s": round(wall, 1), "build_inprocess_s": manifest["seconds"]["total"],
-            "bm25_index_s": manifest["seconds"].get("bm25"),
-            "peak_rss_mb": round(int(rss_file.read_text()) / 1024, 1), "disk_mb": round(manifest["disk_bytes"] / 2**20, 1)}
+            "bm25_index_s": manifest["seconds"].get("bm25"), "peak_rss_mb": round(peak_kb / 1024, 1),
+            "disk_mb": round(manifest["disk_bytes"] / 2**20, 1)}
 
 
 def cold_start(name: str, query: str) -> dict:
@@ -315,10 +319,11 @@ def md_scale(s: dict) -> list[str]:
     d = s.get("dense")
     if d:
         hours = ", ".join(f"{int(k):,} passages: {v} h" for k, v in d["implied_hours_by_passages"].items())
-        rates = ", ".join(f"{v} with torch {k} thread(s)"
+        rates = ", ".join(f"{v} passages/s with torch {k} thread(s)"
                           for k, v in d.get("passages_per_s_by_torch_threads", {}).items())
-        parts.append(f"Dense: all-MiniLM-L6-v2 embeds world passages at {rates} passages/s on this CPU (each timed on "
-                     f"{d['embed_passages']:,}); at the better rate, a flat dense index needs embedding for {hours}.")
+        parts.append(f"Dense: all-MiniLM-L6-v2 embeds world passages at {rates} on this CPU (each timed on "
+                     f"{d['embed_passages']:,} passages); at the better rate, a flat dense index needs embedding for "
+                     f"{hours}.")
         n, world = d["ann_passages"], d["ann_world_passages"]
         scope = (f"all {n:,} passages of the world" if n >= world else
                  f"**{n:,} passages sampled at random from the {world:,}-passage world, not all of them**: the issue "
