@@ -60,6 +60,6 @@ class BM25Index:
         """Top-k passage rows and scores per query; rows are -1 where fewer than k passages match."""
         k = min(k, self.retriever.scores["num_docs"])
         ids = self.tokenizer.tokenize(queries, update_vocab=False, return_as="ids", show_progress=False)
-        rows, scores = self.retriever.retrieve(ids, k=k, show_progress=False, n_threads=1)
+        rows, scores = self.retriever.retrieve(ids, k=k, show_progress=False, n_threads=0)  # 0: no thread pool per call
         rows = np.where(scores > 0, rows, -1)
         return rows, scores
