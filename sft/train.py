@@ -63,10 +63,12 @@ def loss_positions_trainer():
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels = inputs["labels"][:, 1:]
             decoder = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model.get_decoder()
-            hidden = decoder(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
-                             use_cache=False).last_hidden_state[:, :-1]
-            keep = labels != -100
-            logits = model.get_output_embeddings()(hidden[keep])
+            # accelerate puts autocast around model.forward only; we call the decoder directly
+            with self.accelerator.autocast():
+                hidden = decoder(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
+                                 use_cache=False).last_hidden_state[:, :-1]
+                keep = labels != -100
+                logits = model.get_output_embeddings()(hidden[keep])
             total = F.cross_entropy(logits.float(), labels[keep], reduction="sum")
             denominator = num_items_in_batch if num_items_in_batch is not None else keep.sum().clamp(min=1)
             loss = total / denominator
