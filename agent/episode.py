@@ -37,7 +37,6 @@ class Episode:
     turns: int = 0
     error: str | None = None
     seconds: float = 0.0
-    invalid_calls: int = 0
     _start: float = field(default_factory=time.perf_counter, repr=False)
 
     @property

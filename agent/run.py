@@ -95,9 +95,9 @@ def score(records: list[dict]) -> dict:
 
 
 def run(args) -> dict:
+    questions = read_questions(args.questions, args.limit)  # before anything is created on disk
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    questions = read_questions(args.questions, args.limit)
     predictions = out / "predictions.jsonl"
     done = read_done(predictions)
     stale = set(done) - {q["id"] for q in questions}

@@ -125,12 +125,13 @@ def main(argv=None) -> None:
     parser.add_argument("--bm25-backend", default="numba", choices=["auto", "numpy", "numba"],
                         help="numba: fastest queries, ~7 s to compile at start (worth it for a server)")
     args = parser.parse_args(argv)
-    import torch
-
-    # query embedding is tiny work: one thread per process beats two fighting over 2 cores (measured
-    # 31 vs 1.5 dense queries/s under load); set only here, since it is process-wide
-    torch.set_num_threads(int(os.environ.get("DATASTORE_TORCH_THREADS", "1")))
     store = Datastore.load(args.name, bm25_backend=args.bm25_backend)
+    if "dense" in store.retrievers:
+        import torch
+
+        # query embedding is tiny work: one thread per process beats two fighting over 2 cores
+        # (measured 31 vs 1.5 dense queries/s under load); set only here, since it is process-wide
+        torch.set_num_threads(int(os.environ.get("DATASTORE_TORCH_THREADS", "1")))
     for kind in store.retrievers:  # load (and compile) before the first request, not during it
         store.search("warm up", 1, kind)
     uvicorn.run(create_app(store), host=args.host, port=args.port, log_level="warning")
