@@ -2,8 +2,10 @@
 
 The same text is used by every stage (oracle trajectories, SFT, RL rollouts, evaluation, demo),
 so a trajectory means the same thing everywhere. Change it and you change the task: SFT data
-made with an old prompt no longer matches.
+made with an old prompt no longer matches, which is why its hash goes into manifests.
 """
+import hashlib
+
 SEARCH_PROMPT = """Answer the question by searching the documents: you do not know the people, \
 places and things they describe. Search for one entity at a time by its name; what one search \
 finds tells you what to search next. Open a document, or find words in it, when a snippet is not \
@@ -24,3 +26,6 @@ def first_messages(question: str, max_tool_calls: int, closed_book: bool = False
     return [{"role": "system", "content": system_prompt(max_tool_calls, closed_book)},
             {"role": "user", "content": question}]
 
+
+def prompt_hash() -> str:
+    return hashlib.sha256((SEARCH_PROMPT + CLOSED_BOOK_PROMPT).encode()).hexdigest()[:12]
