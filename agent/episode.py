@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from tqdm import tqdm
 
 from agent.chat import parse_assistant
-from agent.prompt import first_messages
+from agent.prompt import first_messages, rag_messages
 from agent.tools import SearchTools, tool_functions, tool_specs
 
 
@@ -23,6 +23,11 @@ class EpisodeConfig:
     max_turns: int = 9  # assistant turns: every allowed tool call, plus one to answer
     max_tool_calls: int = 8
     closed_book: bool = False
+    rag: bool = False  # naive RAG: one search with the question, shown up front; no tool calls
+
+    @property
+    def calls_tools(self) -> bool:
+        return not (self.closed_book or self.rag)
 
 
 @dataclass
@@ -64,9 +69,8 @@ def run_episodes(questions: list[dict], backend, make_tools, config: EpisodeConf
     from eval.metrics import extract_answer
 
     specs = tool_specs()
-    episodes = [Episode(q, first_messages(q["question"], config.max_tool_calls, config.closed_book),
-                        None if config.closed_book else make_tools()) for q in questions]
-    schema_tools = None if config.closed_book else tool_functions(episodes[0].tools) if episodes else None
+    episodes = [_start_episode(q, make_tools, config) for q in questions]
+    schema_tools = tool_functions(episodes[0].tools) if episodes and config.calls_tools else None
     bar = tqdm(total=len(episodes), desc="episodes", unit="ep", disable=not progress)
     active = list(episodes)
     while active:
@@ -81,6 +85,15 @@ def run_episodes(questions: list[dict], backend, make_tools, config: EpisodeConf
     return episodes
 
 
+def _start_episode(question: dict, make_tools, config: EpisodeConfig) -> Episode:
+    if config.closed_book:
+        return Episode(question, first_messages(question["question"], config.max_tool_calls, True), None)
+    tools = make_tools()
+    if config.rag:  # the search is logged, so evidence recall counts what the baseline was shown
+        return Episode(question, rag_messages(question["question"], tools.search(question["question"])), tools)
+    return Episode(question, first_messages(question["question"], config.max_tool_calls), tools)
+
+
 def _step(episode: Episode, completion, specs: dict, config: EpisodeConfig, extract_answer) -> None:
     if completion.error:
         episode.finish = "context" if "context" in completion.error else "error"
@@ -89,7 +102,7 @@ def _step(episode: Episode, completion, specs: dict, config: EpisodeConfig, extr
     episode.turns += 1
     episode.tokens_generated += completion.tokens
     episode.context_tokens = completion.prompt_tokens + completion.tokens
-    turn = parse_assistant(completion.text, specs) if episode.tools else None
+    turn = parse_assistant(completion.text, specs) if config.calls_tools else None
     if turn is None or not turn.has_tool_syntax:
         episode.messages.append({"role": "assistant", "content": completion.text})
         episode.prediction = extract_answer(completion.text)

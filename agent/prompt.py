@@ -16,6 +16,9 @@ most {max_tool_calls} tool calls. Finish with only the answer inside answer tags
 CLOSED_BOOK_PROMPT = """Answer the question. Reply with only the answer inside answer tags, for \
 example <answer>1874</answer>: a name, a year, a number, or yes or no."""
 
+# naive RAG (a baseline, as in Search-R1's tables): the question's own top-k results, then one answer
+RAG_PROMPT = """Answer the question using the documents below. Reply with only the answer inside \
+answer tags, for example <answer>1874</answer>: a name, a year, a number, or yes or no."""
 
 
 def system_prompt(max_tool_calls: int, closed_book: bool = False) -> str:
@@ -25,6 +28,12 @@ def system_prompt(max_tool_calls: int, closed_book: bool = False) -> str:
 def first_messages(question: str, max_tool_calls: int, closed_book: bool = False) -> list[dict]:
     return [{"role": "system", "content": system_prompt(max_tool_calls, closed_book)},
             {"role": "user", "content": question}]
+
+
+def rag_messages(question: str, search_results: str) -> list[dict]:
+    """One user turn holding the retrieved documents (the `search` tool's own text) and the question."""
+    return [{"role": "system", "content": RAG_PROMPT},
+            {"role": "user", "content": f"Documents:\n{search_results}\n\nQuestion: {question}"}]
 
 
 def prompt_hash() -> str:

@@ -5,7 +5,8 @@
 
 --model: tiny | smollm2-135m | a local checkpoint | a hub id (online) | an endpoint model name
 with --backend openai --base-url URL. --closed-book runs without tools (the model answers from
-memory), the proof that the questions need search. A rerun resumes: questions already in
+memory), the proof that the questions need search; --rag is naive RAG (the question's own top-k
+search results up front, one answer, no tool calls). A rerun resumes: questions already in
 predictions.jsonl are kept, the rest are run and appended one finished batch at a time.
 """
 from __future__ import annotations
@@ -83,6 +84,7 @@ def make_retriever(args):
 
 def score(records: list[dict]) -> dict:
     from eval.metrics import aggregate, best_em, best_f1, breakdown, evidence_recall
+    from eval.stats import bootstrap_ci
 
     for record in records:
         record["em"] = best_em(record["prediction"], record["answers"])
@@ -90,7 +92,11 @@ def score(records: list[dict]) -> dict:
         record["answered"] = record["prediction"] is not None
         gold = record.get("gold_doc_ids") or []
         record["evidence_recall"] = evidence_recall(gold, record["retrieved"] + record["opened"]) if gold else None
-    return {"overall": aggregate(records),
+    overall = aggregate(records)
+    overall.update(em_ci=bootstrap_ci([r["em"] for r in records]), f1_ci=bootstrap_ci([r["f1"] for r in records]))
+    correct = sum(r["em"] for r in records)
+    overall["tokens_per_correct"] = sum(r["tokens_generated"] for r in records) / correct if correct else None
+    return {"overall": overall,
             **{f"by_{key}": breakdown(records, key) for key in ("hops", "type", "pool") if any(r.get(key) is not None for r in records)}}
 
 
@@ -108,7 +114,7 @@ def run(args) -> dict:
     started = time.perf_counter()
     if todo:
         backend, retriever = make_backend(args), make_retriever(args)
-        config = EpisodeConfig(args.max_turns, args.max_tool_calls, args.closed_book)
+        config = EpisodeConfig(args.max_turns, args.max_tool_calls, args.closed_book, args.rag)
         with open(predictions, "a") as handle:
             for start in range(0, len(todo), args.chunk):
                 episodes = run_episodes(todo[start:start + args.chunk], backend,
@@ -123,7 +129,7 @@ def run(args) -> dict:
     metrics = score(records)
     metrics["run"] = {"model": args.model, "backend": args.backend, "questions": args.questions,
                       "datastore": None if args.closed_book else (args.retrieval_url or args.datastore),
-                      "closed_book": args.closed_book, "k": args.k, "max_turns": args.max_turns,
+                      "closed_book": args.closed_book, "rag": args.rag, "k": args.k, "max_turns": args.max_turns,
                       "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
                       "seconds_this_run": round(time.perf_counter() - started, 1), "n_run_now": len(todo)}
     atomic_write_json(out / "metrics.json", metrics)
@@ -142,7 +148,9 @@ def parse_args(argv=None):
     parser.add_argument("--retrieval-url", help="use a `python -m datastore.serve` server instead")
     parser.add_argument("--method", choices=["bm25", "dense", "hybrid"], help="search method (default: the datastore's)")
     parser.add_argument("--k", type=int, default=5, help="hits per search")
-    parser.add_argument("--closed-book", action="store_true", help="no tools: answer from memory")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--closed-book", action="store_true", help="no tools: answer from memory")
+    mode.add_argument("--rag", action="store_true", help="naive RAG: top-k results for the question, then answer")
     parser.add_argument("--backend", choices=["transformers", "vllm", "openai"], default="transformers")
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint for --backend openai")
     parser.add_argument("--concurrency", type=int, default=8, help="parallel requests for --backend openai")

@@ -119,6 +119,20 @@ def test_budget_and_no_answer(store):
     assert chatty.finish == "no_answer" and chatty.prediction is None
 
 
+def test_naive_rag_and_closed_book_modes(store):
+    script = [call("search", query="Kestrel") + "<answer>Kestrel</answer>"]
+    question = {"id": "q", "question": "Where was Ada Voss born?", "answers": ["Kestrel"]}
+    rag = run_episodes([question], ScriptedBackend(script), lambda: SearchTools(store), EpisodeConfig(rag=True),
+                       progress=False)[0].record()
+    user = rag["messages"][1]["content"]
+    assert user.startswith("Documents:\n[ada] ") and user.endswith("Question: Where was Ada Voss born?")
+    # one search with the question, shown up front; tool-call text in the reply is not run
+    assert rag["retrieved"] and rag["tool_calls"] == 0 and rag["turns"] == 1 and rag["prediction"] == "Kestrel"
+    closed = run_episodes([question], ScriptedBackend(script), lambda: SearchTools(store),
+                          EpisodeConfig(closed_book=True), progress=False)[0].record()
+    assert closed["retrieved"] == [] and len(closed["messages"]) == 3 and closed["tool_calls"] == 0
+
+
 def test_tiny_model_episode_end_to_end(store, tiny):
     from agent.backends import Sampling, TransformersBackend
 

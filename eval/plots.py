@@ -1,0 +1,141 @@
+"""Plots for the results tables (matplotlib PNG, drawn by `python -m eval.tables`).
+
+- em_vs_tokens.png  EM against policy tokens per episode, one point per run x stage, the Pareto
+                    front (no other point is both more accurate and cheaper) drawn through them;
+- em_by_hops.png    EM by number of hops, one line per run x stage;
+- training.png      SFT loss and, per RL run, reward, policy tokens and tool calls per step.
+Points pool the benchmarks every plotted row has, so rows stay comparable.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eval.results import STAGE_LABELS, Result, grouped, pooled, pooled_breakdown
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Points (cost, score) that no other point beats on both: lower-or-equal cost and higher score."""
+    front, best = [], float("-inf")
+    for cost, score in sorted(points, key=lambda p: (p[0], -p[1])):
+        if score > best:
+            front.append((cost, score))
+            best = score
+    return front
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _rows(results: list[Result]) -> tuple[dict, list[str]]:
+    """Per (run, stage): the results on the benchmarks that every row has."""
+    rows = grouped(results)
+    common = set.intersection(*(set(by_bench) for by_bench in rows.values())) if rows else set()
+    return {key: [by_bench[b] for b in sorted(common)] for key, by_bench in rows.items()}, sorted(common)
+
+
+def plot_em_vs_tokens(results: list[Result], path: Path) -> bool:
+    rows, common = _rows(results)
+    points = {}
+    for (run, stage), chosen in rows.items():
+        overall = pooled(chosen) if chosen else None
+        if overall and overall["tokens_generated"] is not None:
+            points[f"{run} {STAGE_LABELS.get(stage, stage)}"] = (overall["tokens_generated"], overall["em"])
+    if not points:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for label, (tokens, em) in points.items():
+        ax.scatter(tokens, em, s=36)
+        ax.annotate(label, (tokens, em), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    front = pareto_front(list(points.values()))
+    ax.plot(*zip(*front), linestyle="--", color="gray", label="Pareto front")
+    ax.set_xlabel("policy tokens per episode")
+    ax.set_ylabel("EM")
+    ax.set_title(f"EM vs tokens ({', '.join(common)})", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(plt, fig, path)
+
+
+def plot_em_by_hops(results: list[Result], path: Path) -> bool:
+    rows, common = _rows(results)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    drawn = False
+    for (run, stage), chosen in rows.items():
+        groups = {hops: g for hops, g in pooled_breakdown(chosen, "hops").items() if hops is not None}
+        if groups:
+            hops = sorted(groups)
+            ax.plot(hops, [groups[h]["em"] for h in hops], marker="o", label=f"{run} {STAGE_LABELS.get(stage, stage)}")
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return False
+    ax.set_xlabel("hops")
+    ax.set_ylabel("EM")
+    ax.set_xticks(sorted({h for chosen in rows.values() for h in pooled_breakdown(chosen, "hops") if h is not None}))
+    ax.set_title(f"EM by number of hops ({', '.join(common)})", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(plt, fig, path)
+
+
+def training_curves(runs: Path) -> list[tuple[str, str, list[tuple[float, float]]]]:
+    """(panel title, line label, points) for every SFT loss and RL health signal found under runs/."""
+    curves = []
+    for summary in sorted(runs.glob("*/sft/train_summary.json")):
+        history = json.loads(summary.read_text()).get("loss_history", [])
+        curves.append(("SFT loss", summary.parts[-3], [(r["step"], r["loss"]) for r in history if "loss" in r]))
+    for health in sorted(runs.glob("*/rl*/health.jsonl")):
+        rows = [json.loads(line) for line in health.read_text().splitlines() if line.strip()]
+        label = f"{health.parts[-3]} {health.parts[-2]}"
+        for key, title in (("reward", "RL reward"), ("episode/policy_tokens", "RL policy tokens / episode"),
+                           ("episode/tool_calls", "RL tool calls / episode")):
+            curves.append((title, label, [(r["step"], r[key]) for r in rows if key in r]))
+    return [curve for curve in curves if curve[2]]
+
+
+def plot_training(runs: Path, path: Path) -> bool:
+    curves = training_curves(runs)
+    if not curves:
+        return False
+    titles = list(dict.fromkeys(title for title, _, _ in curves))
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(titles), figsize=(4 * len(titles), 3.2), squeeze=False)
+    for ax, title in zip(axes[0], titles):
+        for _, label, points in (c for c in curves if c[0] == title):
+            ax.plot(*zip(*points), marker=".", label=label)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path: Path) -> bool:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return True
+
+
+def draw_all(runs: Path, out: Path) -> list[Path]:
+    from eval.results import collect
+    from eval.run import BENCHMARKS
+
+    results = collect(runs, {name: runs / p for name, (p, _) in BENCHMARKS.items()}, log=lambda _: None)
+    drawn = []
+    for name, draw in (("em_vs_tokens.png", lambda p: plot_em_vs_tokens(results, p)),
+                       ("em_by_hops.png", lambda p: plot_em_by_hops(results, p)),
+                       ("training.png", lambda p: plot_training(runs, p))):
+        if draw(out / name):
+            drawn.append(out / name)
+    return drawn

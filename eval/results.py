@@ -1,0 +1,101 @@
+"""Collect evaluation results from runs/<run>/<stage>/eval/<benchmark>/ for tables and plots.
+
+A result is one agent.run output folder (predictions.jsonl + metrics.json). Its predictions must
+come from the benchmark's own question set: a folder whose question ids are not all in that set
+is refused with a line saying so, never mixed in.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eval.metrics import aggregate, breakdown
+from eval.stats import bootstrap_ci
+
+STAGE_ORDER = ["closed-book", "naive-rag", "base", "sft", "rl", "rl_nolen"]
+STAGE_LABELS = {"closed-book": "closed-book", "naive-rag": "naive RAG", "base": "base (tools)", "sft": "SFT",
+                "rl": "SFT+RL", "rl_nolen": "SFT+RL, no length penalty"}
+
+
+@dataclass
+class Result:
+    run: str  # the model / recipe name: runs/<run>/
+    stage: str
+    benchmark: str
+    records: list[dict] = field(repr=False)
+    metrics: dict = field(repr=False)
+
+    @property
+    def overall(self) -> dict:
+        return self.metrics["overall"]
+
+    def ci(self, key: str = "em") -> tuple[float, float] | None:
+        return bootstrap_ci([r[key] for r in self.records])
+
+
+def stage_rank(stage: str) -> int:
+    return STAGE_ORDER.index(stage) if stage in STAGE_ORDER else len(STAGE_ORDER)
+
+
+def question_ids(path: Path, cache: dict) -> set[str] | None:
+    if path not in cache:
+        cache[path] = {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()} \
+            if path.is_file() else None
+    return cache[path]
+
+
+def load_result(folder: Path, benchmarks: dict, cache: dict) -> Result | str:
+    """A Result, or a string saying why the folder is refused."""
+    run, stage, benchmark = folder.parts[-4], folder.parts[-3], folder.parts[-1]
+    metrics = json.loads((folder / "metrics.json").read_text())
+    records = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line.strip()]
+    questions = benchmarks.get(benchmark) or Path(metrics.get("run", {}).get("questions", ""))
+    known = question_ids(Path(questions), cache)
+    if known is None:
+        return f"skipped {folder}: its question file {questions} is missing"
+    foreign = [r["id"] for r in records if r["id"] not in known]
+    if foreign:
+        return (f"refused {folder}: {len(foreign)} of its {len(records)} predictions are not questions of "
+                f"{benchmark} ({questions}); rerun it with `make eval`")
+    return Result(run, stage, benchmark, records, metrics)
+
+
+def collect(runs: Path, benchmarks: dict, log=print) -> list[Result]:
+    """Every finished result under runs/, ordered by run, stage, benchmark."""
+    results, cache = [], {}
+    for metrics in sorted(runs.glob("*/*/eval/*/metrics.json")):
+        folder = metrics.parent
+        if not (folder / "predictions.jsonl").exists():
+            log(f"skipped {folder}: metrics.json without predictions.jsonl")
+            continue
+        loaded = load_result(folder, benchmarks, cache)
+        if isinstance(loaded, str):
+            log(loaded)
+        else:
+            results.append(loaded)
+    bench_order = list(benchmarks)
+    results.sort(key=lambda r: (r.run, stage_rank(r.stage), r.stage,
+                                bench_order.index(r.benchmark) if r.benchmark in bench_order else 99, r.benchmark))
+    return results
+
+
+def grouped(results: list[Result]) -> dict[tuple[str, str], dict[str, Result]]:
+    rows: dict = {}
+    for result in results:
+        rows.setdefault((result.run, result.stage), {})[result.benchmark] = result
+    return dict(sorted(rows.items(), key=lambda item: (item[0][0], stage_rank(item[0][1]), item[0][1])))
+
+
+def pooled(results: list[Result]) -> dict:
+    """aggregate() over the episodes of several results (e.g. every synthetic benchmark of a stage)."""
+    records = [r for result in results for r in result.records]
+    overall = aggregate(records)
+    correct = sum(r["em"] for r in records)
+    overall["tokens_per_correct"] = sum(r["tokens_generated"] for r in records) / correct if correct else None
+    overall["em_ci"] = bootstrap_ci([r["em"] for r in records])
+    return overall
+
+
+def pooled_breakdown(results: list[Result], key: str) -> dict:
+    return breakdown([r for result in results for r in result.records], key)

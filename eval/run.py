@@ -1,0 +1,178 @@
+"""Evaluate every stage of a recipe on its benchmarks, reusing `agent.run`.
+
+    python -m eval.run --config recipes/smollm2-135m/eval.yaml          (make eval)
+
+Stages are the checkpoints that exist: base (the untrained model), sft, rl, rl_nolen
+(runs/<run_name>/<stage>/final); baselines are the base model closed-book (no tools) and with
+naive RAG (top-k results for the question, one answer). Each result lands in
+runs/<run_name>/<stage>/eval/<benchmark>/ with a fingerprint of what produced it (checkpoint
+weights, questions, datastore, prompt, decoding). A result with the same fingerprint is kept;
+a different one (a retrained checkpoint, another limit) is run again from scratch; a run that
+was killed resumes. Missing stages and benchmarks are skipped with a line saying which.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common.errors import UserError, cli_main
+from common.io import atomic_write_json, config_hash, file_sha256
+from common.paths import datastore_dir, runs_dir
+from common.recipe import parse_recipe
+
+# name -> (questions file under runs/, datastore name); add more in a recipe's extra_benchmarks
+BENCHMARKS = {
+    "world_test": ("data/world/questions/test.jsonl", "world"),
+    "world_test_heldout": ("data/world/questions/test_heldout.jsonl", "world"),
+    "world_test_ood": ("data/world/questions/test_ood.jsonl", "world"),
+    "hotpotqa_dev500": ("data/hotpotqa_dev500/questions.jsonl", "hotpotqa_dev500"),
+}
+TRAINED_STAGES = ("sft", "rl", "rl_nolen")
+MODES = {"base": "agent", "closed-book": "closed-book", "naive-rag": "rag"}  # stage -> how the model is run
+
+
+@dataclass
+class EvalArguments:
+    run_name: str = field(default="smollm2-135m", metadata={"help": "results go to runs/<run_name>/"})
+    base_model: str = field(default="smollm2-135m", metadata={"help": "the untrained model (name, folder or hub id)"})
+    stages: list[str] = field(default_factory=lambda: ["base", "sft", "rl", "rl_nolen"])
+    baselines: list[str] = field(default_factory=lambda: ["closed-book", "naive-rag"])
+    benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
+    extra_benchmarks: list[str] = field(default_factory=list, metadata={
+        "help": "name=questions.jsonl@datastore, e.g. bamboogle=runs/data/bamboogle/questions.jsonl@wiki18"})
+    limit: int = field(default=100, metadata={"help": "the first N questions of each benchmark (0: all)"})
+    k: int = 5
+    max_new_tokens: int = 256
+    max_turns: int = 9
+    batch_size: int = 16
+
+
+@dataclass
+class Job:
+    run_name: str
+    stage: str
+    benchmark: str
+    model: str
+    questions: Path
+    datastore: str
+    mode: str  # agent | closed-book | rag
+
+    @property
+    def out(self) -> Path:
+        return runs_dir() / self.run_name / self.stage / "eval" / self.benchmark
+
+
+def benchmark_table(args: EvalArguments) -> dict[str, tuple[Path, str]]:
+    table = {name: (runs_dir() / path, store) for name, (path, store) in BENCHMARKS.items()}
+    for spec in args.extra_benchmarks:
+        name, _, rest = spec.partition("=")
+        path, _, store = rest.partition("@")
+        if not (name and path and store):
+            raise UserError(f"extra_benchmarks entry {spec!r} must look like name=questions.jsonl@datastore")
+        table[name] = (Path(path), store)
+    unknown = [name for name in args.benchmarks if name not in table]
+    if unknown:
+        raise UserError(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(table)} "
+                        "(add one with extra_benchmarks: [name=questions.jsonl@datastore])")
+    return table
+
+
+def stage_model(args: EvalArguments, stage: str) -> str | None:
+    if stage in MODES:
+        return args.base_model
+    final = runs_dir() / args.run_name / stage / "final"
+    return str(final) if (final / "config.json").exists() else None
+
+
+def plan(args: EvalArguments) -> list[Job]:
+    """Every (stage, benchmark) that can run now; prints one line per thing skipped."""
+    table = benchmark_table(args)
+    jobs = []
+    for stage in [*args.stages, *args.baselines]:
+        if stage not in MODES and stage not in TRAINED_STAGES:
+            raise UserError(f"unknown stage {stage!r}; stages: base, {', '.join(TRAINED_STAGES)}; "
+                            f"baselines: closed-book, naive-rag")
+        model = stage_model(args, stage)
+        if model is None:
+            print(f"skipped stage {stage}: no checkpoint at runs/{args.run_name}/{stage}/final (make {stage.replace('_', '-')})")
+            continue
+        for name in args.benchmarks:
+            questions, store = table[name]
+            if not questions.is_file():
+                print(f"skipped {stage} / {name}: {questions} does not exist (make data DATASET=...)")
+                continue
+            jobs.append(Job(args.run_name, stage, name, model, questions, store, MODES.get(stage, "agent")))
+    return jobs
+
+
+def model_digest(model: str) -> str:
+    """What identifies a checkpoint: the hash of its weight files (a name or hub id stands for itself)."""
+    from agent.models import resolve_model
+
+    try:
+        folder = Path(resolve_model(model))
+    except Exception:  # a hub id offline: its name is all we know
+        return model
+    weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
+    return config_hash({p.name: file_sha256(p) for p in weights}) if weights else model
+
+
+def datastore_digest(name: str) -> str:
+    manifest = Path(name) / "manifest.json"
+    manifest = manifest if manifest.exists() else datastore_dir(name) / "manifest.json"
+    return file_sha256(manifest) if manifest.exists() else name
+
+
+def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
+    from agent.prompt import RAG_PROMPT, prompt_hash
+
+    if job.model not in digests:
+        digests[job.model] = model_digest(job.model)
+    return {"model": digests[job.model], "questions": file_sha256(job.questions),
+            "datastore": None if job.mode == "closed-book" else datastore_digest(job.datastore),
+            "mode": job.mode, "prompt": config_hash({"agent": prompt_hash(), "rag": RAG_PROMPT}),
+            "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
+            "temperature": 0.0}
+
+
+def stored_fingerprint(out: Path) -> dict | None:
+    path = out / "fingerprint.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def run_job(job: Job, args: EvalArguments, digests: dict) -> str:
+    """Run one (stage, benchmark) unless a finished result with the same fingerprint is there."""
+    from agent.run import parse_args, run
+
+    out, wanted = job.out, fingerprint(job, args, digests)
+    stored = stored_fingerprint(out)
+    if stored == wanted and (out / "metrics.json").exists():
+        return "up to date"
+    if stored != wanted and out.exists():  # another checkpoint, limit or prompt: start over
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "fingerprint.json", wanted)
+    argv = ["--model", job.model, "--questions", str(job.questions), "--datastore", job.datastore, "--out", str(out),
+            "--k", str(args.k), "--max-new-tokens", str(args.max_new_tokens), "--max-turns", str(args.max_turns),
+            "--batch-size", str(args.batch_size)]
+    argv += ["--limit", str(args.limit)] if args.limit else []
+    argv += {"closed-book": ["--closed-book"], "rag": ["--rag"]}.get(job.mode, [])
+    run(parse_args(argv))
+    return "ran"
+
+
+def main(argv=None) -> None:
+    (args,) = parse_recipe([EvalArguments], argv)
+    jobs = plan(args)
+    if not jobs:
+        raise UserError(f"nothing to evaluate for runs/{args.run_name}: build the questions with `make data`")
+    digests: dict = {}
+    for number, job in enumerate(jobs, 1):
+        print(f"[{number}/{len(jobs)}] {job.stage} / {job.benchmark} ({job.mode}, {job.model})")
+        print(f"  {run_job(job, args, digests)}")
+
+
+if __name__ == "__main__":
+    cli_main(main)

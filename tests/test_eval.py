@@ -1,0 +1,207 @@
+"""Evaluation: tables from fixture results, refusal of foreign predictions, CIs, the Pareto front,
+the stale-result check of `make eval`, and the scorer against the official HotpotQA formulas."""
+import json
+import re
+import string
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from common.paths import runs_dir
+from eval.metrics import best_em, best_f1
+
+QUESTIONS = [{"id": f"q{i}", "question": f"Q{i}?", "answers": [ans], "hops": hops, "type": kind}
+             for i, (ans, hops, kind) in enumerate([("Paris", 1, "lookup"), ("1874", 2, "bridge"),
+                                                     ("yes", 2, "yesno"), ("Ada Vell", 3, "bridge")])]
+
+
+def write_result(runs: Path, stage: str, benchmark: str, predictions: list, tokens: int, calls: int = 2):
+    from agent.run import score
+
+    records = [{**q, "prediction": p, "tokens_generated": tokens, "tool_calls": calls, "valid_tool_calls": calls,
+                "retrieved": [], "opened": [], "finish": "answer"} for q, p in zip(QUESTIONS, predictions)]
+    metrics = score(records)
+    metrics["run"] = {"questions": str(runs / "data/world/questions/test.jsonl")}
+    out = runs / "m" / stage / "eval" / benchmark
+    out.mkdir(parents=True)
+    (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (out / "metrics.json").write_text(json.dumps(metrics))
+    return out
+
+
+@pytest.fixture
+def fixture_runs(runs):
+    questions = runs / "data/world/questions"
+    questions.mkdir(parents=True)
+    (questions / "test.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    write_result(runs, "sft", "world_test", ["Paris", "1874", "no", None], tokens=100)
+    write_result(runs, "rl", "world_test", ["Paris", "1874", "yes", "Ada Vell"], tokens=60)
+    write_result(runs, "rl_nolen", "world_test", ["Paris", "1874", "yes", "Ada"], tokens=120)
+    write_result(runs, "closed-book", "world_test", [None, "1900", "no", None], tokens=10, calls=0)
+    return runs
+
+
+def test_tables_from_fixture(fixture_runs, tmp_path):
+    from eval.tables import build_tables, write_tables
+
+    lines = []
+    tables = {t.name: t for t in build_tables(fixture_runs, log=lines.append)}
+    main = tables["main"]
+    assert [row[1] for row in main.rows] == ["closed-book", "SFT", "SFT+RL", "SFT+RL, no length penalty"]
+    sft = main.rows[1]
+    assert sft[2].startswith("0.500 [") and sft[2].endswith("/ 0.500")
+    assert sft[-2] == "100" and sft[-1] == "200"  # tokens per episode; per correct answer = 400 / 2
+    rl = main.rows[2]
+    assert rl[2].startswith("1.000 [1.00, 1.00]")
+    assert len(tables["ablation"].rows) == 6  # (sft, rl, rl_nolen) x (world_test, all)
+    hops = tables["by_hops"]
+    assert hops.headers[3:] == ["1", "2", "3"]
+    assert hops.rows[1][3:] == ["1.00 (1)", "0.50 (2)", "0.00 (1)"]
+    assert "retrieval" not in tables and any("retrieval" in line for line in lines)
+    write_tables(list(tables.values()), tmp_path / "tables")
+    assert (tmp_path / "tables/main.csv").read_text().splitlines()[0].startswith("model,stage,world_test")
+    latex = (tmp_path / "tables/main.tex").read_text()
+    assert "\\begin{tabular}{llrrrrr}" in latex and "rl\\_nolen" not in latex and "\\toprule" in latex
+
+
+def test_foreign_predictions_are_refused(fixture_runs):
+    from eval.tables import build_tables
+
+    out = write_result(fixture_runs, "rl", "world_test_heldout", ["Paris"] * 4, tokens=50)
+    (out / "predictions.jsonl").write_text((out / "predictions.jsonl").read_text().replace('"q3"', '"other-7"'))
+    held = fixture_runs / "data/world/questions/test_heldout.jsonl"
+    held.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    lines = []
+    main = build_tables(fixture_runs, log=lines.append)[0]
+    assert "world_test_heldout" not in main.headers
+    assert any(line.startswith("refused") and "1 of its 4 predictions" in line for line in lines)
+
+
+def test_plots_are_drawn(fixture_runs, tmp_path):
+    from eval.plots import draw_all
+
+    drawn = draw_all(fixture_runs, tmp_path)
+    assert {p.name for p in drawn} == {"em_vs_tokens.png", "em_by_hops.png"}  # no training logs in the fixture
+    assert all(p.stat().st_size > 1000 for p in drawn)
+
+
+def test_bootstrap_ci_known_case():
+    from eval.stats import bootstrap_ci
+
+    low, high = bootstrap_ci([1] * 50 + [0] * 50)
+    assert abs(low - 0.40) <= 0.02 and abs(high - 0.60) <= 0.02  # normal approx: 0.5 +- 1.96 * 0.05
+    assert bootstrap_ci([1, 1, 1]) == (1.0, 1.0)
+    assert bootstrap_ci([]) is None
+    assert bootstrap_ci([0, 1] * 20) == bootstrap_ci([0, 1] * 20)  # seeded
+
+
+def test_pareto_front():
+    from eval.plots import pareto_front
+
+    points = [(100, 0.5), (50, 0.4), (200, 0.45), (120, 0.7), (60, 0.4), (300, 0.7)]
+    assert pareto_front(points) == [(50, 0.4), (100, 0.5), (120, 0.7)]
+    assert pareto_front([]) == []
+
+
+def test_stale_results_rerun_only_when_inputs_change(runs, monkeypatch):
+    import agent.run
+    from eval import run as eval_run
+
+    questions = runs / "q.jsonl"
+    runs.mkdir(parents=True)
+    questions.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    checkpoint = runs / "m" / "sft" / "final"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text("{}")
+    (checkpoint / "model.safetensors").write_bytes(b"weights-1")
+    calls = []
+
+    def fake_run(args):
+        calls.append(args.model)
+        (Path(args.out) / "metrics.json").write_text("{}")
+
+    monkeypatch.setattr(agent.run, "run", fake_run)
+    config = eval_run.EvalArguments(run_name="m", stages=["sft"], baselines=[],
+                                    benchmarks=["toy"], extra_benchmarks=[f"toy={questions}@world"], limit=1)
+    (job,) = eval_run.plan(config)
+    assert job.out == runs / "m" / "sft" / "eval" / "toy"
+    assert eval_run.run_job(job, config, {}) == "ran"
+    assert eval_run.run_job(job, config, {}) == "up to date"
+    (checkpoint / "model.safetensors").write_bytes(b"weights-2")  # retrained: same path, new weights
+    assert eval_run.run_job(job, config, {}) == "ran"
+    config.limit = 2
+    assert eval_run.run_job(job, config, {}) == "ran"
+    assert len(calls) == 3
+
+
+def test_eval_plan_skips_missing_stages(runs, capsys):
+    from eval import run as eval_run
+
+    config = eval_run.EvalArguments(run_name="m", stages=["sft", "rl"], baselines=[], benchmarks=["world_test"])
+    assert eval_run.plan(config) == []
+    out = capsys.readouterr().out
+    assert "skipped stage sft" in out and "skipped stage rl" in out
+    from common.errors import UserError
+    with pytest.raises(UserError, match="unknown benchmark"):
+        eval_run.plan(eval_run.EvalArguments(benchmarks=["nope"]))
+
+
+# ---- the official HotpotQA formulas, written out from the paper's evaluation script's definitions ----
+
+def _official_normalize(s):
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def _official_f1(prediction, gold):
+    p, g = _official_normalize(prediction), _official_normalize(gold)
+    if p in ("yes", "no", "noanswer") and p != g or g in ("yes", "no", "noanswer") and p != g:
+        return 0.0
+    common = Counter(p.split()) & Counter(g.split())
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(p.split()), same / len(g.split())
+    return 2 * precision * recall / (precision + recall)
+
+
+def _variants(answer: str, i: int) -> str:
+    """Predictions of every kind from a gold answer: exact, re-cased, with articles, partial, wrong."""
+    return [answer, answer.upper(), f"The {answer}.", answer.split()[0], "yes" if i % 2 else "no",
+            f"{answer} and more", ""][i % 7]
+
+
+def test_scorer_matches_official_formulas_on_dev500(realdata):
+    rows = [json.loads(line) for line in (realdata / "hotpotqa_dev500/questions.jsonl").read_text().splitlines()]
+    pairs = [(_variants(r["answer"], i), r["answer"]) for i, r in enumerate(rows)]
+    own = sorted(runs_dir().glob("*/*/eval/hotpotqa_dev500/predictions.jsonl"))  # the project's own, when present
+    for path in own:
+        for record in map(json.loads, path.read_text().splitlines()):
+            if record["prediction"] is not None and len(record["answers"]) == 1:
+                pairs.append((record["prediction"], record["answers"][0]))
+    assert len(rows) == 500 and len(pairs) >= 500
+    for prediction, gold in pairs:
+        assert best_em(prediction, [gold]) == float(_official_normalize(prediction) == _official_normalize(gold))
+        assert best_f1(prediction, [gold]) == pytest.approx(_official_f1(prediction, gold), abs=1e-12)
+
+
+def test_readme_section_and_timing(fixture_runs, tmp_path):
+    from common.errors import UserError
+    from eval.tables import BEGIN, END, build_tables, update_readme
+
+    summary = fixture_runs / "m" / "sft" / "train_summary.json"
+    summary.write_text(json.dumps({"wall_seconds": 1234.5, "loss_history": [{"step": 5, "loss": 1.0}]}))
+    tables = build_tables(fixture_runs, log=lambda _: None)
+    timing = next(t for t in tables if t.name == "timing")
+    assert ["train sft", "m/sft", "1234"] in timing.rows
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\nintro\n{BEGIN}\nold numbers\n{END}\n\n## After\n")
+    update_readme(readme, tables, [])
+    text = readme.read_text()
+    assert "old numbers" not in text and "### Main results" in text and text.endswith(f"{END}\n\n## After\n")
+    readme.write_text("# no markers\n")
+    with pytest.raises(UserError, match="no results markers"):
+        update_readme(readme, tables, [])
