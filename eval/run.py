@@ -90,7 +90,7 @@ def plan(args: EvalArguments) -> list[Job]:
     """Every (stage, benchmark) that can run now; prints one line per thing skipped."""
     table = benchmark_table(args)
     jobs = []
-    for stage in [*args.stages, *args.baselines]:
+    for stage in [s for s in (*args.stages, *args.baselines) if s]:  # `--baselines ""` runs none
         if stage not in MODES and stage not in TRAINED_STAGES:
             raise UserError(f"unknown stage {stage!r}; stages: base, {', '.join(TRAINED_STAGES)}; "
                             f"baselines: closed-book, naive-rag")
@@ -107,18 +107,6 @@ def plan(args: EvalArguments) -> list[Job]:
     return jobs
 
 
-def model_digest(model: str) -> str:
-    """What identifies a checkpoint: the hash of its weight files (a name or hub id stands for itself)."""
-    from agent.models import resolve_model
-
-    try:
-        folder = Path(resolve_model(model))
-    except Exception:  # a hub id offline: its name is all we know
-        return model
-    weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
-    return config_hash({p.name: file_sha256(p) for p in weights}) if weights else model
-
-
 def datastore_digest(name: str) -> str:
     manifest = Path(name) / "manifest.json"
     manifest = manifest if manifest.exists() else datastore_dir(name) / "manifest.json"
@@ -126,10 +114,11 @@ def datastore_digest(name: str) -> str:
 
 
 def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
+    from agent.models import checkpoint_digest
     from agent.prompt import RAG_PROMPT, prompt_hash
 
     if job.model not in digests:
-        digests[job.model] = model_digest(job.model)
+        digests[job.model] = checkpoint_digest(job.model)
     return {"model": digests[job.model], "questions": file_sha256(job.questions),
             "datastore": None if job.mode == "closed-book" else datastore_digest(job.datastore),
             "mode": job.mode, "prompt": config_hash({"agent": prompt_hash(), "rag": RAG_PROMPT}),

@@ -141,7 +141,12 @@ def fingerprint(script, training_args, model_path: str) -> str:
     """What decides the result: a finished run with the same fingerprint is not run again."""
     import hashlib
 
-    settings = {"script": asdict(script), "model": model_path,
+    from agent.models import checkpoint_digest
+    from common.io import file_sha256
+
+    questions = Path(script.questions)
+    settings = {"script": asdict(script), "model": model_path, "weights": checkpoint_digest(model_path),
+                "questions": file_sha256(questions) if questions.is_file() else None,
                 "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(("logging", "output_dir"))}}
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

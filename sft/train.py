@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common.errors import UserError, cli_main
-from common.io import atomic_write_json
+from common.io import atomic_dir, atomic_write_json
 from common.recipe import parse_recipe
 
 from sft.data import read_trajectories, tokenize_all
@@ -121,7 +121,7 @@ Search agent fine-tuned with this recipe's SFT stage (TRL SFTTrainer, loss on as
 
 - base model: `{base}`
 - trained on: `{trajectories}` ({used} trajectories, {tokens} tokens of which {loss_tokens} carry loss;
-  {dropped} dropped as longer than max_length)
+  {dropped} dropped as longer than max_length); seen in training: {seen} trajectories ({seen_share:.0%} of them)
 - method: {method}, {steps} steps, learning rate {lr}, effective batch {batch}, max_length {max_length}, seed {seed}
 - wall time: {seconds:.0f} s ({tokens_per_s:.0f} tokens/s)
 - chat template: ChatML with hermes `<tool_call>` tools (TRL's Qwen2.5 template); tools: search, open, find
@@ -138,11 +138,36 @@ def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:
     model = trainer.model
     if hasattr(model, "merge_and_unload"):  # LoRA: ship a plain model, loadable by transformers and vLLM
         model = model.merge_and_unload()
-    model.save_pretrained(out)
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model(tokenizer_source)))
     tokenizer.padding_side = "left"
-    tokenizer.save_pretrained(out)
-    (out / "README.md").write_text(MODEL_CARD.format(**card))
+    with atomic_dir(out) as tmp:  # a kill while saving leaves no half-written final/
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "README.md").write_text(MODEL_CARD.format(**card))
+
+
+# settings that cannot change the weights: a finished run is not redone when only these differ
+NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_tokens_seen", "output_dir", "disable_tqdm")
+
+
+def fingerprint(script, training_args, model_args) -> str:
+    import hashlib
+
+    from common.io import file_sha256
+
+    data = Path(script.trajectories)
+    data = data / "trajectories.jsonl" if data.is_dir() else data
+    settings = {"script": asdict(script), "model": asdict(model_args), "data": file_sha256(data) if data.is_file() else None,
+                "train": {k: v for k, v in training_args.to_dict().items() if not k.startswith(NOT_IN_FINGERPRINT)}}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def finished(out: Path, digest: str) -> dict | None:
+    summary = out / "train_summary.json"
+    if not (out / "final" / "config.json").exists() or not summary.exists():
+        return None
+    record = json.loads(summary.read_text())
+    return record if record.get("fingerprint") == digest else None
 
 
 def main(argv=None) -> None:
@@ -151,6 +176,11 @@ def main(argv=None) -> None:
 
     script, training_args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
     out = Path(training_args.output_dir)
+    digest = fingerprint(script, training_args, model_args)
+    done = finished(out, digest)
+    if done:
+        print(f"{out / 'final'} is already trained with this recipe ({done['global_step']} steps); nothing to do")
+        return
     dataset, stats = make_dataset(script, training_args, model_args.model_name_or_path)
     print(f"SFT data: {json.dumps(stats)}")
     trainer = build_trainer(script, training_args, model_args, dataset)
@@ -161,17 +191,19 @@ def main(argv=None) -> None:
     result = trainer.train(resume_from_checkpoint=last)
     seconds = time.perf_counter() - start
     final = out / "final"
+    batch = training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * training_args.world_size
+    seen = trainer.state.global_step * batch
     card = {"name": out.name, "base": model_args.model_name_or_path, "trajectories": script.trajectories,
             **stats, "dropped": stats["dropped_too_long"], "method": "LoRA" if model_args.use_peft else "full fine-tuning",
             "steps": trainer.state.global_step, "lr": training_args.learning_rate,
-            "batch": training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps,
+            "batch": batch,
             "max_length": training_args.max_length, "seed": training_args.seed, "seconds": seconds,
             "tokens_per_s": trainer.state.num_input_tokens_seen / seconds if trainer.state.num_input_tokens_seen else 0.0,
-            "out": final}
+            "seen": seen, "seen_share": seen / max(stats["used"], 1), "out": final}
     save_final(trainer, model_args.model_name_or_path, final, card)
     plot_loss(trainer.state.log_history, out / "loss.png")
     atomic_write_json(out / "train_summary.json", {
-        "stats": stats, "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1),
+        "fingerprint": digest, "stats": stats, "trajectories_seen": seen, "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1),
         "global_step": trainer.state.global_step, "resumed_from": last,
         "loss_history": [row for row in trainer.state.log_history if "loss" in row],
         "args": {k: v for k, v in asdict(script).items()}})

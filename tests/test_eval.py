@@ -62,7 +62,7 @@ def test_tables_from_fixture(fixture_runs, tmp_path):
     write_tables(list(tables.values()), tmp_path / "tables")
     assert (tmp_path / "tables/main.csv").read_text().splitlines()[0].startswith("model,stage,world_test")
     latex = (tmp_path / "tables/main.tex").read_text()
-    assert "\\begin{tabular}{llrrrrr}" in latex and "rl\\_nolen" not in latex and "\\toprule" in latex
+    assert "\\begin{tabular}{llrrrrrrrr}" in latex and "rl\\_nolen" not in latex and "\\toprule" in latex
 
 
 def test_foreign_predictions_are_refused(fixture_runs):
