@@ -3,7 +3,8 @@
 - em_vs_tokens.png  EM against policy tokens per episode, one point per run x stage, the Pareto
                     front (no other point is both more accurate and cheaper) drawn through them;
 - em_by_hops.png    EM by number of hops, one line per run x stage;
-- training.png      SFT loss and, per RL run, reward, policy tokens and tool calls per step.
+- training.png      SFT loss and, per RL run, reward, policy tokens and tool calls per step;
+- health_<run>_rl.png  a copy of the default RL run's health plot.
 Points pool the benchmarks every plotted row has, so rows stay comparable.
 """
 from __future__ import annotations
@@ -48,10 +49,10 @@ def plot_em_vs_tokens(results: list[Result], path: Path) -> bool:
     if not points:
         return False
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for label, (tokens, em) in points.items():
-        ax.scatter(tokens, em, s=36)
-        ax.annotate(label, (tokens, em), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for i, (label, (tokens, em)) in enumerate(points.items()):
+        ax.scatter(tokens, em, s=36)  # staggered labels: baselines often share a point near (few tokens, 0 EM)
+        ax.annotate(label, (tokens, em), textcoords="offset points", xytext=(5, 4 + 10 * (i % 3)), fontsize=8)
     front = pareto_front(list(points.values()))
     ax.plot(*zip(*front), linestyle="--", color="gray", label="Pareto front")
     ax.set_xlabel("policy tokens per episode")
@@ -138,4 +139,8 @@ def draw_all(runs: Path, out: Path) -> list[Path]:
                        ("training.png", lambda p: plot_training(runs, p))):
         if draw(out / name):
             drawn.append(out / name)
+    for health in sorted(runs.glob("*/rl/health.png")):  # the default RL run's own health plot (rl/health.py)
+        copy = out / f"health_{health.parts[-3]}_rl.png"
+        copy.write_bytes(health.read_bytes())
+        drawn.append(copy)
     return drawn

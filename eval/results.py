@@ -58,6 +58,9 @@ def load_result(folder: Path, benchmarks: dict, cache: dict) -> Result | str:
     if foreign:
         return (f"refused {folder}: {len(foreign)} of its {len(records)} predictions are not questions of "
                 f"{benchmark} ({questions}); rerun it with `make eval`")
+    from agent.run import score
+
+    metrics = {**score(records), "run": metrics.get("run", {})}  # per-question em/f1 onto the records, fresh
     for record in records:  # the joint group the SFT goals are stated on (e.g. sft-pool phrasings, 2 hops)
         if record.get("pool") is not None and record.get("hops") is not None:
             record["pool_hops"] = f"{record['pool']} {record['hops']}-hop"

@@ -100,7 +100,7 @@ def test_tiny_loads_and_generates_fast():
     assert out.shape[1] == inputs["input_ids"].shape[1] + 5
     assert model.config.hidden_size == 64 and model.config.num_hidden_layers == 2
     assert tokenizer.eos_token == "<|im_end|>" and len(tokenizer) == model.config.vocab_size
-    assert time.time() - start < 5
+    assert time.time() - start < 30  # seconds, not minutes: generous, as CI machines may be loaded
     assert "already present" in models.ensure_tiny()
 
 
