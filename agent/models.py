@@ -260,12 +260,13 @@ if __name__ == "__main__":
 def checkpoint_digest(name_or_path: str) -> str:
     """What identifies a checkpoint: a hash of its weight files (a hub id offline stands for itself).
 
-    Stages use it in their fingerprints, so a retrained checkpoint at the same path is noticed."""
+    Stages use it in their fingerprints, so a retrained checkpoint at the same path is noticed; a hub id
+    (no local folder) stands for itself."""
     from common.io import config_hash, file_sha256
 
     try:
         folder = Path(resolve_model(name_or_path))
-    except Exception:  # noqa: BLE001 (an unknown name or a hub id offline: its name is all we know)
+    except UserError:  # a short name not built yet: its name is all we know
         return str(name_or_path)
     weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
     return config_hash({p.name: file_sha256(p) for p in weights}) if weights else str(name_or_path)

@@ -83,8 +83,7 @@ def make_retriever(args):
 
 
 def score(records: list[dict]) -> dict:
-    from eval.metrics import aggregate, best_em, best_f1, breakdown, evidence_recall
-    from eval.stats import bootstrap_ci
+    from eval.metrics import best_em, best_f1, breakdown, evidence_recall, summarize
 
     for record in records:
         record["em"] = best_em(record["prediction"], record["answers"])
@@ -92,11 +91,7 @@ def score(records: list[dict]) -> dict:
         record["answered"] = record["prediction"] is not None
         gold = record.get("gold_doc_ids") or []
         record["evidence_recall"] = evidence_recall(gold, record["retrieved"] + record["opened"]) if gold else None
-    overall = aggregate(records)
-    overall.update(em_ci=bootstrap_ci([r["em"] for r in records]), f1_ci=bootstrap_ci([r["f1"] for r in records]))
-    correct = sum(r["em"] for r in records)
-    overall["tokens_per_correct"] = sum(r["tokens_generated"] for r in records) / correct if correct else None
-    return {"overall": overall,
+    return {"overall": summarize(records),
             **{f"by_{key}": breakdown(records, key) for key in ("hops", "type", "pool") if any(r.get(key) is not None for r in records)}}
 
 

@@ -51,7 +51,17 @@ def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def config_hash(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+    """A short stable hash of a settings dict (values JSON cannot encode are hashed as their str())."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def finished_run(out: Path, digest: str) -> dict | None:
+    """The train_summary.json of a training run in `out` that finished with this fingerprint, else None."""
+    summary = Path(out) / "train_summary.json"
+    if not (Path(out) / "final" / "config.json").exists() or not summary.exists():
+        return None
+    record = json.loads(summary.read_text())
+    return record if record.get("fingerprint") == digest else None
 
 
 def read_manifest(folder: Path) -> dict | None:

@@ -121,6 +121,17 @@ def aggregate(records: list[dict]) -> dict:
     }
 
 
+def summarize(records: list[dict]) -> dict:
+    """`aggregate` plus 95% bootstrap intervals of EM and F1 and policy tokens per correct answer."""
+    from eval.stats import bootstrap_ci
+
+    overall = aggregate(records)
+    overall.update(em_ci=bootstrap_ci([r["em"] for r in records]), f1_ci=bootstrap_ci([r["f1"] for r in records]))
+    correct = sum(r["em"] for r in records)
+    overall["tokens_per_correct"] = sum(r["tokens_generated"] for r in records) / correct if correct else None
+    return overall
+
+
 def _order(value) -> tuple:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     return (value is None, not number, value if number else str(value))

@@ -128,11 +128,10 @@ def _save(plt, fig, path: Path) -> bool:
     return True
 
 
-def draw_all(runs: Path, out: Path) -> list[Path]:
-    from eval.results import collect
-    from eval.run import BENCHMARKS
+def draw_all(runs: Path, out: Path, results: list[Result] | None = None) -> list[Path]:
+    from eval.results import collect_benchmarks
 
-    results = collect(runs, {name: runs / p for name, (p, _) in BENCHMARKS.items()}, log=lambda _: None)
+    results = collect_benchmarks(runs, log=lambda _: None) if results is None else results
     drawn = []
     for name, draw in (("em_vs_tokens.png", lambda p: plot_em_vs_tokens(results, p)),
                        ("em_by_hops.png", lambda p: plot_em_by_hops(results, p)),

@@ -10,8 +10,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.metrics import aggregate, breakdown
-from eval.stats import bootstrap_ci
+from eval.metrics import breakdown, summarize
 
 STAGE_ORDER = ["closed-book", "naive-rag", "base", "sft", "rl", "rl_nolen"]
 STAGE_LABELS = {"closed-book": "closed-book", "naive-rag": "naive RAG", "base": "base (tools)", "sft": "SFT",
@@ -29,9 +28,6 @@ class Result:
     @property
     def overall(self) -> dict:
         return self.metrics["overall"]
-
-    def ci(self, key: str = "em") -> tuple[float, float] | None:
-        return bootstrap_ci([r[key] for r in self.records])
 
 
 def stage_rank(stage: str) -> int:
@@ -93,14 +89,16 @@ def grouped(results: list[Result]) -> dict[tuple[str, str], dict[str, Result]]:
     return dict(sorted(rows.items(), key=lambda item: (item[0][0], stage_rank(item[0][1]), item[0][1])))
 
 
+def collect_benchmarks(runs: Path, log=print) -> list[Result]:
+    """`collect` with the recipe's named benchmarks (eval.run.BENCHMARKS) resolved under `runs`."""
+    from eval.run import BENCHMARKS
+
+    return collect(runs, {name: runs / path for name, (path, _) in BENCHMARKS.items()}, log)
+
+
 def pooled(results: list[Result]) -> dict:
     """aggregate() over the episodes of several results (e.g. every synthetic benchmark of a stage)."""
-    records = [r for result in results for r in result.records]
-    overall = aggregate(records)
-    correct = sum(r["em"] for r in records)
-    overall["tokens_per_correct"] = sum(r["tokens_generated"] for r in records) / correct if correct else None
-    overall["em_ci"] = bootstrap_ci([r["em"] for r in records])
-    return overall
+    return summarize([r for result in results for r in result.records])
 
 
 def pooled_breakdown(results: list[Result], key: str) -> dict:

@@ -23,8 +23,7 @@ from pathlib import Path
 from common.errors import UserError, cli_main
 from common.io import atomic_write_text
 from common.paths import runs_dir
-from eval.results import STAGE_LABELS, Result, collect, grouped, pooled, pooled_breakdown, stage_rank
-from eval.run import BENCHMARKS
+from eval.results import STAGE_LABELS, Result, collect_benchmarks, grouped, pooled, pooled_breakdown, stage_rank
 
 
 @dataclass
@@ -63,7 +62,8 @@ def fmt(value, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def em_cell(overall: dict, ci) -> str:
+def em_cell(overall: dict) -> str:
+    ci = overall["em_ci"]
     low_high = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
     return f"{fmt(overall['em'])}{low_high} / {fmt(overall['f1'])}"
 
@@ -77,7 +77,7 @@ def main_table(results: list[Result]) -> Table:
     common = sorted(set.intersection(*(set(by_bench) for by_bench in rows.values())))
     for (run, stage), by_bench in rows.items():
         total = pooled([by_bench[b] for b in common])
-        cells = [em_cell(by_bench[b].overall, by_bench[b].ci()) if b in by_bench else "-" for b in benchmarks]
+        cells = [em_cell(by_bench[b].overall) if b in by_bench else "-" for b in benchmarks]
         sizes = sorted({by_bench[b].overall["n"] for b in by_bench})
         table.rows.append([run, STAGE_LABELS.get(stage, stage), *cells, "/".join(map(str, sizes)),
                            fmt(total["answer_rate"], 2), fmt(total["valid_tool_call_rate"], 3),
@@ -99,8 +99,7 @@ def ablation_table(results: list[Result]) -> Table:
         common = set.intersection(*(set(b) for (r, _), b in rows.items() if r == run))
         for benchmark, result in [*by_bench.items(), ("all", None)]:
             overall = pooled([by_bench[b] for b in sorted(common)]) if result is None else result.overall
-            ci = overall["em_ci"] if result is None else result.ci()
-            table.rows.append([run, STAGE_LABELS[stage], benchmark, em_cell(overall, ci),
+            table.rows.append([run, STAGE_LABELS[stage], benchmark, em_cell(overall),
                                fmt(overall["tokens_generated"], 0), fmt(overall["tool_calls"], 2),
                                fmt(overall["answer_rate"])])
     table.note = "`all` pools the benchmarks that SFT and both RL runs of the model all have."
@@ -163,8 +162,8 @@ def timing_table(runs: Path) -> Table:
     return table
 
 
-def build_tables(runs: Path, log=print) -> list[Table]:
-    results = collect(runs, {name: runs / path for name, (path, _) in BENCHMARKS.items()}, log)
+def build_tables(runs: Path, log=print, results: list[Result] | None = None) -> list[Table]:
+    results = collect_benchmarks(runs, log) if results is None else results
     if not results:
         raise UserError(f"no evaluation results under {runs}/*/*/eval/: run `make eval` first")
     tables = [main_table(results), ablation_table(results),
@@ -217,12 +216,13 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     runs = Path(args.runs)
     out = Path(args.out) if args.out else runs / "tables"
-    tables = build_tables(runs)
+    results = collect_benchmarks(runs)
+    tables = build_tables(runs, results=results)
     write_tables(tables, out)
     figures = []
     if not args.no_plots:
         from eval.plots import draw_all
-        figures = draw_all(runs, out)
+        figures = draw_all(runs, out, results)
     index = [f"# Results tables\n\nMade by `python -m eval.tables` (make tables) from runs/*/*/eval/.\n"]
     index += [table.markdown() for table in tables]
     index += [f"![{path.stem}]({path.name})\n" for path in figures]

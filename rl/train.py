@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common.errors import UserError, cli_main
-from common.io import atomic_dir, atomic_write_json
+from common.io import atomic_dir, atomic_write_json, config_hash, file_sha256, finished_run
 from common.recipe import parse_recipe
 from rl.data import load_questions, make_dataset, make_retriever
 
@@ -139,24 +139,13 @@ def save_final(trainer, model_path: str, out: Path, card: dict) -> None:
 
 def fingerprint(script, training_args, model_path: str) -> str:
     """What decides the result: a finished run with the same fingerprint is not run again."""
-    import hashlib
-
     from agent.models import checkpoint_digest
-    from common.io import file_sha256
 
     questions = Path(script.questions)
     settings = {"script": asdict(script), "model": model_path, "weights": checkpoint_digest(model_path),
                 "questions": file_sha256(questions) if questions.is_file() else None,
                 "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(("logging", "output_dir"))}}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def finished(out: Path, digest: str) -> dict | None:
-    summary = out / "train_summary.json"
-    if not (out / "final" / "config.json").exists() or not summary.exists():
-        return None
-    record = json.loads(summary.read_text())
-    return record if record.get("fingerprint") == digest else None
+    return config_hash(settings)
 
 
 def main(argv=None) -> None:
@@ -177,7 +166,7 @@ def main(argv=None) -> None:
     configure(training_args, script)
     out = Path(training_args.output_dir)
     digest = fingerprint(script, training_args, model_path)
-    done = finished(out, digest)
+    done = finished_run(out, digest)
     if done:
         print(f"{out / 'final'} is already trained with this recipe ({done['global_step']} steps); nothing to do")
         return

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common.errors import UserError, cli_main
-from common.io import atomic_dir, atomic_write_json
+from common.io import atomic_dir, atomic_write_json, config_hash, file_sha256, finished_run
 from common.recipe import parse_recipe
 
 from sft.data import read_trajectories, tokenize_all
@@ -151,23 +151,11 @@ NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_token
 
 
 def fingerprint(script, training_args, model_args) -> str:
-    import hashlib
-
-    from common.io import file_sha256
-
     data = Path(script.trajectories)
     data = data / "trajectories.jsonl" if data.is_dir() else data
     settings = {"script": asdict(script), "model": asdict(model_args), "data": file_sha256(data) if data.is_file() else None,
                 "train": {k: v for k, v in training_args.to_dict().items() if not k.startswith(NOT_IN_FINGERPRINT)}}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def finished(out: Path, digest: str) -> dict | None:
-    summary = out / "train_summary.json"
-    if not (out / "final" / "config.json").exists() or not summary.exists():
-        return None
-    record = json.loads(summary.read_text())
-    return record if record.get("fingerprint") == digest else None
+    return config_hash(settings)
 
 
 def main(argv=None) -> None:
@@ -177,7 +165,7 @@ def main(argv=None) -> None:
     script, training_args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
     out = Path(training_args.output_dir)
     digest = fingerprint(script, training_args, model_args)
-    done = finished(out, digest)
+    done = finished_run(out, digest)
     if done:
         print(f"{out / 'final'} is already trained with this recipe ({done['global_step']} steps); nothing to do")
         return
