@@ -7,10 +7,15 @@ support. We give it TRL's Qwen2.5 template, which is ChatML plus hermes-style to
     {"name": "search", "arguments": {"query": "..."}}
     </tool_call>
 
-Using TRL's own copy (not a home-made one) means TRL recognises it: it knows the template is
-prefix-preserving, has a training variant with `{% generation %}` markers for assistant-only
-loss, and can parse responses for GRPO's tool loop. Models whose template already supports
-tools (Qwen3, Qwen3.5) keep their native template.
+with one change: the tool list in the system turn is one line per tool, `- open(doc_id: string,
+page?: integer): Read a document, one page at a time.`, instead of Qwen's preamble and full JSON
+schemas. That block was 420 of the ~1,190 tokens of an average SFT trajectory, repeated in every
+example and every RL rollout; a 135M model learns the tools from the trajectories, not from a
+schema. Everything else (turns, tool calls, tool responses) is TRL's text, so TRL's training
+variant (with `{% generation %}` markers for assistant-only loss) and its Qwen response parser
+for GRPO's tool loop apply unchanged; `training_template` and `response_parser_template` map
+the compact template to them. Models whose template already supports tools (Qwen3, Qwen3.5)
+keep their native template.
 """
 from __future__ import annotations
 
@@ -21,10 +26,52 @@ from dataclasses import dataclass, field
 TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 
 
-def tool_chat_template() -> str:
-    from trl.chat_template_utils import qwen2_5_chat_template
+_QWEN_TOOLS_BLOCK = re.compile(r'\{\{- "\\n\\n# Tools.*?</tool_call><\|im_end\|>\\n" \}\}', re.DOTALL)
+_COMPACT_TOOLS_BLOCK = r"""{{- "\n\nTools, called as <tool_call>\n{\"name\": ..., \"arguments\": {...}}\n</tool_call>:" }}
+    {%- for tool in tools %}
+        {%- set fn = tool.function if tool.function is defined else tool %}
+        {%- set required = fn.parameters.required or [] %}
+        {{- "\n- " + fn.name + "(" }}
+        {%- for arg, spec in fn.parameters.properties.items() %}
+            {{- (", " if not loop.first else "") + arg + ("" if arg in required else "?") + ": " + spec.type }}
+        {%- endfor %}
+        {{- "): " + fn.description }}
+    {%- endfor %}
+    {{- "<|im_end|>\n" }}"""
 
-    return qwen2_5_chat_template
+
+def _compact(qwen_template: str) -> str:
+    compact, n = _QWEN_TOOLS_BLOCK.subn(lambda _: _COMPACT_TOOLS_BLOCK, qwen_template)
+    if n != 1:  # a TRL release changed its Qwen2.5 template: fail here, not with a silently verbose prompt
+        raise RuntimeError("TRL's Qwen2.5 chat template no longer has the expected tools block; update agent/chat.py")
+    return compact
+
+
+def tool_chat_template(training: bool = False) -> str:
+    """The compact ChatML tool template; `training=True`: its variant with generation markers."""
+    from trl.chat_template_utils import qwen2_5_chat_template, qwen2_5_training_chat_template
+
+    return _compact(qwen2_5_training_chat_template if training else qwen2_5_chat_template)
+
+
+def training_template(tokenizer) -> str | None:
+    """The tokenizer's template with `{% generation %}` markers (for assistant-only loss masks)."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    if tokenizer.chat_template == tool_chat_template():
+        return tool_chat_template(training=True)
+    return get_training_chat_template(tokenizer)
+
+
+def response_parser_template(template: str) -> str:
+    """The TRL-known template whose tool-call parser fits `template` (itself when TRL knows it)."""
+    import trl.chat_template_utils as ctu
+
+    if template in (tool_chat_template(), tool_chat_template(training=True)):
+        return ctu.qwen2_5_chat_template
+    natives = {getattr(ctu, name): getattr(ctu, name.replace("_training_chat_template", "_chat_template"), None)
+               for name in dir(ctu) if name.endswith("_training_chat_template")}
+    return natives.get(template) or template
 
 
 def prepare_tokenizer(tokenizer):

@@ -37,4 +37,7 @@ def rag_messages(question: str, search_results: str) -> list[dict]:
 
 
 def prompt_hash() -> str:
-    return hashlib.sha256((SEARCH_PROMPT + CLOSED_BOOK_PROMPT).encode()).hexdigest()[:12]
+    """The prompts and the tool chat template given to tool-less models: what a trajectory means."""
+    from agent.chat import tool_chat_template
+
+    return hashlib.sha256((SEARCH_PROMPT + CLOSED_BOOK_PROMPT + tool_chat_template()).encode()).hexdigest()[:12]

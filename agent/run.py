@@ -22,7 +22,7 @@ from common.io import atomic_write_json, iter_jsonl
 
 from agent.backends import OpenAIBackend, Sampling, TransformersBackend, VLLMBackend
 from agent.episode import EpisodeConfig, run_episodes
-from agent.tools import SearchTools
+from agent.tools import DEFAULT_K, SearchTools
 
 
 def read_questions(path: str, limit: int | None = None) -> list[dict]:
@@ -142,7 +142,7 @@ def parse_args(argv=None):
     parser.add_argument("--datastore", default="world", help="datastore name or folder (in-process retrieval)")
     parser.add_argument("--retrieval-url", help="use a `python -m datastore.serve` server instead")
     parser.add_argument("--method", choices=["bm25", "dense", "hybrid"], help="search method (default: the datastore's)")
-    parser.add_argument("--k", type=int, default=5, help="hits per search")
+    parser.add_argument("--k", type=int, default=DEFAULT_K, help="hits per search")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--closed-book", action="store_true", help="no tools: answer from memory")
     mode.add_argument("--rag", action="store_true", help="naive RAG: top-k results for the question, then answer")

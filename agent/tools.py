@@ -28,10 +28,16 @@ class ToolLog:
         return sum(call["ok"] for call in self.calls)
 
 
+# Hits per search, as the agent sees them (Search-R1's default too): every hit costs the policy
+# ~30 tokens of context in every later turn, and the oracle trajectories reformulate when the
+# page they need is not in the top 3.
+DEFAULT_K = 3
+
+
 class SearchTools:
     """Tools over a retriever with `search_batch/open/find` (datastore.Datastore or RetrievalClient)."""
 
-    def __init__(self, retriever, k: int = 5, method: str | None = None):
+    def __init__(self, retriever, k: int = DEFAULT_K, method: str | None = None):
         self._retriever, self._k, self._method = retriever, k, method
         self.log = ToolLog()
 

@@ -55,6 +55,32 @@ def config_hash(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+# training settings a run's identity leaves out: a longer run of the same recipe resumes a shorter one
+LENGTH_KEYS = ("max_steps", "num_train_epochs")
+
+
+def resumable_checkpoint(out: Path, digest: str) -> str | None:
+    """The last checkpoint in `out` if it belongs to this run (same fingerprint), else None.
+
+    A training folder remembers the fingerprint it was started with (run_fingerprint.txt). When
+    the recipe, data or start model changed, the old checkpoints and final model are removed (with
+    a line saying so) instead of being resumed: resuming them would mix two runs.
+    """
+    from transformers.trainer_utils import get_last_checkpoint
+
+    out = Path(out)
+    marker = out / "run_fingerprint.txt"
+    if out.is_dir() and (marker.read_text().strip() if marker.exists() else None) != digest:
+        stale = [p for p in out.iterdir() if p.name.startswith("checkpoint-") or p.name in ("final", "train_summary.json")]
+        if stale:
+            print(f"{out} holds a run with another recipe, data or start model; removing its "
+                  f"{len(stale)} checkpoint(s)/results and starting over")
+        for path in stale:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    atomic_write_text(marker, digest + "\n")
+    return get_last_checkpoint(str(out))
+
+
 def finished_run(out: Path, digest: str) -> dict | None:
     """The train_summary.json of a training run in `out` that finished with this fingerprint, else None."""
     summary = Path(out) / "train_summary.json"

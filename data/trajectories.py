@@ -39,7 +39,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agent.prompt import first_messages, prompt_hash
-from agent.tools import SearchTools
+from agent.tools import DEFAULT_K, SearchTools
 from common.errors import UserError, cli_main
 from common.io import atomic_dir, atomic_write_json, config_hash, file_sha256, read_manifest, write_jsonl
 from common.paths import runs_dir
@@ -117,7 +117,7 @@ class Oracle:
     """max_tool_calls: the most calls one trajectory may make (agent.run's 8 turns leave 7 and the
     answer); prompt_tool_calls: the budget the system prompt states (as at evaluation)."""
 
-    def __init__(self, world: WorldIndex, retriever, k: int = 5, method: str | None = None, seed: int = 0,
+    def __init__(self, world: WorldIndex, retriever, k: int = DEFAULT_K, method: str | None = None, seed: int = 0,
                  p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
                  p_question: float = 0.1):
         self.world, self.retriever, self.k, self.method, self.seed = world, retriever, k, method, seed
@@ -347,7 +347,7 @@ class Oracle:
 
 
 # ---- replay and checks ------------------------------------------------------------------------
-def replay(trajectory: dict, retriever, k: int = 5, method: str | None = None) -> list[str]:
+def replay(trajectory: dict, retriever, k: int = DEFAULT_K, method: str | None = None) -> list[str]:
     """Re-run every tool call on fresh tools; the list of differences (empty: it replays exactly)."""
     tools, problems, pending = SearchTools(retriever, k, method), [], []
     for index, message in enumerate(trajectory["messages"]):
@@ -390,15 +390,13 @@ def token_stats(trajectories: list[dict], model: str = "smollm2-135m") -> dict:
     assistant tokens, the ones SFT trains on."""
     try:
         from transformers import AutoTokenizer
-        from trl.chat_template_utils import get_training_chat_template
-
-        from agent.chat import prepare_tokenizer
+        from agent.chat import prepare_tokenizer, training_template
         from agent.models import resolve_model
         from agent.tools import tool_functions
         tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model(model)))
     except Exception as exc:  # no converted model: the report says why
         return {"skipped": f"{type(exc).__name__}: {exc}"[:200]}
-    template, tools = get_training_chat_template(tokenizer), tool_functions(SearchTools(None))
+    template, tools = training_template(tokenizer), tool_functions(SearchTools(None))
     lengths, assistant = [], 0
     for trajectory in trajectories:
         out = tokenizer.apply_chat_template(trajectory["messages"], tools=tools, chat_template=template,
@@ -570,7 +568,7 @@ def parse_args(argv=None):
     add("--world", default=str(runs_dir() / "data" / "world"), help="world folder: entities.jsonl, facts.jsonl")
     add("--datastore", default="world", help="datastore name or folder")
     add("--out", required=True)
-    add("--k", type=int, default=5, help="hits per search (as the agent gets them)")
+    add("--k", type=int, default=DEFAULT_K, help="hits per search (as the agent gets them)")
     add("--method", choices=["bm25", "dense", "hybrid"], help="search method (default: the datastore's)")
     add("--seed", type=int, default=0)
     add("--p-extra", type=float, default=0.15, help="share of hops read with open/find though the snippet shows it")

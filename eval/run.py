@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.tools import DEFAULT_K
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json, config_hash, file_sha256
 from common.paths import datastore_dir, runs_dir
@@ -43,7 +44,7 @@ class EvalArguments:
     extra_benchmarks: list[str] = field(default_factory=list, metadata={
         "help": "name=questions.jsonl@datastore, e.g. bamboogle=runs/data/bamboogle/questions.jsonl@wiki18"})
     limit: int = field(default=100, metadata={"help": "the first N questions of each benchmark (0: all)"})
-    k: int = 5
+    k: int = DEFAULT_K
     max_new_tokens: int = 256
     max_turns: int = 9
     batch_size: int = 16

@@ -1,6 +1,6 @@
 """The RL environment: the agent's search tools for one rollout, as TRL's GRPOTrainer drives them.
 
-    GRPOTrainer(..., environment_factory=lambda: SearchEnvironment(retriever, k=5, max_tool_calls=8))
+    GRPOTrainer(..., environment_factory=lambda: SearchEnvironment(retriever, k=3, max_tool_calls=8))
 
 TRL makes one instance per rollout (pooled and reused), calls `reset(**row)` with the dataset row
 before the rollout, and exposes the public methods `search`, `open`, `find` as tools: their type
@@ -16,13 +16,13 @@ assistant text and ends the rollout; rl.rewards.episode_view counts both from th
 """
 from __future__ import annotations
 
-from agent.tools import SearchTools, ToolLog
+from agent.tools import DEFAULT_K, SearchTools, ToolLog
 
 
 class SearchEnvironment:
     """One rollout's tools, the question row it answers, and what it did (calls, documents seen)."""
 
-    def __init__(self, retriever, k: int = 5, method: str | None = None, max_tool_calls: int = 8):
+    def __init__(self, retriever, k: int = DEFAULT_K, method: str | None = None, max_tool_calls: int = 8):
         self._tools = SearchTools(retriever, k=k, method=method)
         self._max_tool_calls = max_tool_calls
         self.row: dict = {}

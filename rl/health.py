@@ -15,6 +15,8 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from common.io import atomic_write_text
+
 logger = logging.getLogger("rl.health")
 
 # (log key, panel title) in plot order; a panel is drawn only for keys that were logged
@@ -78,10 +80,10 @@ class HealthCallback(TrainerCallback):
         self.warnings: list[str] = []
 
     def on_train_begin(self, args, state, control, **kwargs):
-        for entry in state.log_history:  # a resumed run: judge collapse against the whole run
-            row = health_row(entry, entry.get("step", 0))
-            if row:
-                self.monitor.rows.append(row)
+        rows = [row for row in (health_row(e, e.get("step", 0)) for e in state.log_history) if row]
+        self.monitor.rows.extend(rows)  # a resumed run: judge collapse against the whole run
+        if state.is_world_process_zero:  # health.jsonl holds this run only: no earlier run, no replayed steps
+            atomic_write_text(self.output_dir / "health.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         row = health_row(logs or {}, state.global_step)

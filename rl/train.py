@@ -21,8 +21,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from agent.tools import DEFAULT_K
 from common.errors import UserError, cli_main
-from common.io import atomic_dir, atomic_write_json, config_hash, file_sha256, finished_run
+from common.io import (LENGTH_KEYS, atomic_dir, atomic_write_json, config_hash, file_sha256, finished_run,
+                       resumable_checkpoint)
 from common.recipe import parse_recipe
 from rl.data import load_questions, make_dataset, make_retriever
 
@@ -41,7 +43,7 @@ class RLScriptArguments:
     datastore: str = field(default="world", metadata={"help": "datastore name or folder (in-process retrieval)"})
     retrieval_url: str | None = field(default=None, metadata={"help": "a datastore.serve URL instead of in-process"})
     search_method: str | None = field(default=None, metadata={"help": "bm25 | dense | hybrid (default: the datastore's)"})
-    k: int = field(default=5, metadata={"help": "hits per search"})
+    k: int = field(default=DEFAULT_K, metadata={"help": "hits per search"})
     max_tool_calls: int = field(default=8, metadata={"help": "tool-call budget stated in the prompt and enforced"})
     max_turn_tokens: int | None = field(default=None, metadata={
         "help": "new tokens per assistant turn (max_completion_length bounds the whole rollout, tool outputs included)"})
@@ -137,20 +139,21 @@ def save_final(trainer, model_path: str, out: Path, card: dict) -> None:
         (tmp / "README.md").write_text(MODEL_CARD.format(**card))
 
 
-def fingerprint(script, training_args, model_path: str) -> str:
-    """What decides the result: a finished run with the same fingerprint is not run again."""
+def fingerprint(script, training_args, model_path: str, ignore: tuple[str, ...] = ()) -> str:
+    """What decides the result: a finished run with the same fingerprint is not run again.
+    `ignore=LENGTH_KEYS` gives the run's identity, which a longer run of it may resume."""
     from agent.models import checkpoint_digest
 
     questions = Path(script.questions)
+    skip = ("logging", "output_dir", *ignore)
     settings = {"script": asdict(script), "model": model_path, "weights": checkpoint_digest(model_path),
                 "questions": file_sha256(questions) if questions.is_file() else None,
-                "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(("logging", "output_dir"))}}
+                "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(skip)}}
     return config_hash(settings)
 
 
 def main(argv=None) -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOConfig, ModelConfig
 
     from rl.health import HealthCallback, HealthMonitor
@@ -175,7 +178,7 @@ def main(argv=None) -> None:
     health = HealthCallback(out, HealthMonitor(min_answer_rate=script.health_min_answer_rate))
     trainer = build_trainer(script, training_args, model_args, model_path, make_dataset(questions, script.max_tool_calls),
                             retriever, rewards, [health])
-    last = get_last_checkpoint(str(out)) if out.is_dir() else None
+    last = resumable_checkpoint(out, fingerprint(script, training_args, model_path, ignore=LENGTH_KEYS))
     if last:
         print(f"resuming from {last}")
     start_step = int(Path(last).name.split("-")[-1]) if last else 0

@@ -8,8 +8,8 @@
 3. Episode health metrics, logged with TRL's `_log_metric` (averaged over processes, flushed
    with the rewards): answer rate, tool calls, invalid-call rate, budget overruns, the policy's
    own tokens, and documents seen / evidence recall from the environments.
-4. `add_response_parser`: TRL's tool-call parser also for the training variant of a chat template
-   that agent.chat.prepare_tokenizer swaps in (Qwen3).
+4. `add_response_parser`: TRL's tool-call parser also for the agent's compact ChatML tool template
+   and for the training variant that agent.chat.prepare_tokenizer swaps in (Qwen3).
 
 Token faithfulness is TRL's: in the tool loop the next turn's prompt is `prompt_ids +
 completion_ids + tool_suffix_ids` (concatenation, no decode/re-encode of sampled tokens), and the
@@ -27,19 +27,20 @@ from rl.rewards import episode_view
 def add_response_parser(tokenizer):
     """Set TRL's tool-call response parser for the tokenizer's chat template.
 
-    GRPOTrainer does this itself for templates it recognises, but agent.chat.prepare_tokenizer
-    swaps a non-prefix-preserving native template (Qwen3) for TRL's training variant, which TRL's
-    lookup does not list; the variant parses like its native template, so use that one's parser.
+    GRPOTrainer does this itself for templates it recognises, but the agent's templates are not
+    all in TRL's lookup: the compact ChatML tool template (agent.chat) and the training variant
+    that prepare_tokenizer swaps in for Qwen3. Each parses like a template TRL knows
+    (agent.chat.response_parser_template); use that one's parser.
     """
     import trl.chat_template_utils as ctu
+
+    from agent.chat import response_parser_template
 
     if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None) is not None:
         return tokenizer
     template = tokenizer.chat_template
-    natives = {getattr(ctu, name): getattr(ctu, name.replace("_training_chat_template", "_chat_template"), None)
-               for name in dir(ctu) if name.endswith("_training_chat_template")}
     try:
-        tokenizer.chat_template = natives.get(template) or template
+        tokenizer.chat_template = response_parser_template(template)
         ctu.add_response_schema(tokenizer)
     except ValueError:
         pass  # a template TRL does not know: GRPOTrainer raises its own clear error

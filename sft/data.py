@@ -49,10 +49,9 @@ def read_trajectories(path: str) -> list[dict]:
 
 def training_template(tokenizer) -> str:
     """The tokenizer's template with generation markers (TRL ships these for the templates it knows)."""
-    from trl.chat_template_utils import get_training_chat_template
+    from agent.chat import training_template as with_markers
 
-    template = get_training_chat_template(tokenizer)
-    return template or tokenizer.chat_template
+    return with_markers(tokenizer) or tokenizer.chat_template
 
 
 def tokenize_trajectory(tokenizer, messages: list[dict], tools: list, template: str) -> tuple[list[int], list[int]]:

@@ -12,6 +12,7 @@ from datastore.retriever import Datastore
 from tests.test_datastore import write_corpus
 
 SPECS = tool_specs()
+TOOLS_OF_NONE = tool_functions(SearchTools(None))
 
 
 @pytest.fixture
@@ -73,7 +74,10 @@ def test_trajectory_renders_and_parses_back(tokenizer, store):
         {"role": "assistant", "content": "<answer>Kestrel</answer>"},
     ]
     text = tokenizer.apply_chat_template(messages, tools=tool_functions(tools), tokenize=False)
-    assert '"name": "search"' in text and "<tools>" in text
+    assert '"name": "search"' in text and "<tools>" not in text  # the compact tool list, not Qwen's schemas
+    for line in ("- search(query: string): Search the documents.", "- open(doc_id: string, page?: integer): Read",
+                 "- find(doc_id: string, text: string): Find"):
+        assert line in text, line
     spans = [part.split("<|im_end|>")[0] for part in text.split("<|im_start|>assistant\n")[1:]]
     parsed = [parse_assistant(span, SPECS) for span in spans]
     assert parsed[0].content == "I need Ada Voss." and parsed[0].tool_calls == messages[2]["tool_calls"]
@@ -81,6 +85,26 @@ def test_trajectory_renders_and_parses_back(tokenizer, store):
     # prefix preservation: rendering the first turns alone is a prefix of the whole
     prefix = tokenizer.apply_chat_template(messages[:4], tools=tool_functions(tools), tokenize=False)
     assert text.startswith(prefix)
+
+
+def test_compact_template_is_qwen_apart_from_the_tool_list(tokenizer):
+    """Only the system turn's tool block differs from TRL's Qwen2.5 template, in both variants, so
+    TRL's prefix-preserving check, generation markers and Qwen tool-call parser all still apply."""
+    from trl import chat_template_utils as ctu
+
+    from agent.chat import response_parser_template, tool_chat_template, training_template
+
+    assert ctu.is_chat_template_prefix_preserving(tokenizer)
+    assert training_template(tokenizer) == tool_chat_template(training=True)
+    assert response_parser_template(tokenizer.chat_template) == ctu.qwen2_5_chat_template
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "q"},
+                {"role": "assistant", "content": "<answer>a</answer>"}]
+    for compact, qwen in ((tool_chat_template(), ctu.qwen2_5_chat_template),
+                          (tool_chat_template(training=True), ctu.qwen2_5_training_chat_template)):
+        ours = tokenizer.apply_chat_template(messages, tools=TOOLS_OF_NONE, chat_template=compact, tokenize=False)
+        theirs = tokenizer.apply_chat_template(messages, tools=TOOLS_OF_NONE, chat_template=qwen, tokenize=False)
+        assert ours.split("<|im_end|>", 1)[1] == theirs.split("<|im_end|>", 1)[1]
+        assert len(tokenizer(ours)["input_ids"]) < len(tokenizer(theirs)["input_ids"]) - 250
 
 
 def test_episode_loop_with_malformed_calls(store):

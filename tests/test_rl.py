@@ -55,7 +55,9 @@ def template_tokenizer(tokenizer, template):
 
     from rl.trainer import add_response_parser
 
-    tok = type(tokenizer).from_pretrained(tokenizer.name_or_path)
+    tok = type(tokenizer).from_pretrained(tokenizer.name_or_path)  # tool-less ChatML: gets the compact template
+    if template == "qwen2_5":
+        tok.chat_template = ctu.qwen2_5_chat_template
     if template == "qwen3":
         tok.chat_template = ctu.qwen3_chat_template  # prepare_tokenizer swaps in TRL's training variant
     return add_response_parser(prepare_tokenizer(tok))
@@ -99,7 +101,7 @@ class ScriptedPolicy:
         return out, None
 
 
-@pytest.mark.parametrize("template", ["qwen2_5", "qwen3"])
+@pytest.mark.parametrize("template", ["compact", "qwen2_5", "qwen3"])
 def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template):  # noqa: F811
     from datasets import Dataset
     from trl import GRPOConfig
@@ -186,6 +188,8 @@ def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):
     from agent.models import load_model
     from rl.train import main
 
+    (tmp_path / "rl").mkdir()
+    (tmp_path / "rl/health.jsonl").write_text('{"step": 12, "reward": 0.5}\n')  # left by another run
     main(rl_args(tmp_path, "--max_steps", "1"))
     summary = json.loads((tmp_path / "rl/train_summary.json").read_text())
     assert summary["global_step"] == 1 and summary["resumed_from"] is None
@@ -198,7 +202,7 @@ def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):
                 "episode/answer_rate", "episode/tool_calls", "episode/policy_tokens", "tools/call_frequency"):
         assert all(key in row for row in history), key
     health = [json.loads(line) for line in (tmp_path / "rl/health.jsonl").read_text().splitlines()]
-    assert [row["step"] for row in health] == [1, 2]
+    assert [row["step"] for row in health] == [1, 2]  # one row per step of this run, none replayed
     assert (tmp_path / "rl/health.png").stat().st_size > 5000
     final = tmp_path / "rl/final"
     card = (final / "README.md").read_text()

@@ -36,11 +36,11 @@ def template_variant(tokenizer, name):
     from agent.chat import prepare_tokenizer
 
     tokenizer = type(tokenizer).from_pretrained(tokenizer.name_or_path)
-    tokenizer.chat_template = {"qwen2_5": ctu.qwen2_5_chat_template, "qwen3": ctu.qwen3_chat_template}[name]
+    tokenizer.chat_template = {"compact": None, "qwen2_5": ctu.qwen2_5_chat_template, "qwen3": ctu.qwen3_chat_template}[name]
     return prepare_tokenizer(tokenizer)
 
 
-@pytest.mark.parametrize("template", ["qwen2_5", "qwen3"])
+@pytest.mark.parametrize("template", ["compact", "qwen2_5", "qwen3"])
 def test_mask_covers_exactly_the_assistant_spans(tokenizer, store, template):  # noqa: F811
     tok = template_variant(tokenizer, template)
     messages = trajectory(SearchTools(store))
@@ -90,6 +90,10 @@ def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny):  # noq
     weights = (final / "model.safetensors").stat().st_mtime_ns
     main(sft_args(tmp_path, data, "--max_steps", "6"))  # same recipe, finished: not trained again
     assert (final / "model.safetensors").stat().st_mtime_ns == weights
+    main(sft_args(tmp_path, data, "--max_steps", "2", "--learning_rate", "1e-4"))  # another recipe: starts over
+    summary = json.loads((tmp_path / "sft/train_summary.json").read_text())
+    assert summary["global_step"] == 2 and summary["resumed_from"] is None
+    assert sorted(p.name for p in (tmp_path / "sft").glob("checkpoint-*")) == ["checkpoint-2"]
     from agent.backends import Sampling, TransformersBackend
     from agent.chat import prepare_tokenizer
     from agent.episode import EpisodeConfig, run_episodes

@@ -8,6 +8,7 @@ import pytest
 from fastapi import FastAPI, Request
 
 from agent.prompt import first_messages
+from agent.tools import DEFAULT_K
 from data import trajectories as TJ
 from datastore.build import DatastoreConfig, build
 from datastore.retriever import Datastore
@@ -65,7 +66,7 @@ def test_oracle_trajectories_replay_and_score(setup, oracle_run):
             assert reply["name"] == call["tool_calls"][0]["function"]["name"]
             assert not reply["content"].startswith(("No sentence", "No documents", "Error"))  # no wasted calls
     assert any(t["opened"] for t in kept) and any(not t["opened"] for t in kept)
-    TJ.check(kept, store, 5, None, progress=False)
+    TJ.check(kept, store, DEFAULT_K, None, progress=False)
 
 
 def test_tampered_output_or_call_fails_replay(setup, oracle_run):
@@ -79,7 +80,7 @@ def test_tampered_output_or_call_fails_replay(setup, oracle_run):
     assert TJ.replay(kept[1], store)
     kept[2]["messages"][-1]["content"] = "<answer>not it</answer>"
     with pytest.raises(TJ.ReplayError, match="3 trajectory check"):
-        TJ.check(kept, store, 5, None, progress=False)
+        TJ.check(kept, store, DEFAULT_K, None, progress=False)
 
 
 def _mentions(text, name):
