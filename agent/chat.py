@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cache
 
 TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 
@@ -47,6 +48,7 @@ def _compact(qwen_template: str) -> str:
     return compact
 
 
+@cache  # derived once from TRL's constant; compared against on every tokenizer lookup
 def tool_chat_template(training: bool = False) -> str:
     """The compact ChatML tool template; `training=True`: its variant with generation markers."""
     from trl.chat_template_utils import qwen2_5_chat_template, qwen2_5_training_chat_template

@@ -59,6 +59,13 @@ def config_hash(config: dict) -> str:
 LENGTH_KEYS = ("max_steps", "num_train_epochs")
 
 
+def run_fingerprints(settings: dict, training_key: str) -> tuple[str, str]:
+    """(fingerprint, identity) of a training run from one settings dict: the identity leaves the
+    LENGTH_KEYS out of settings[training_key], so a longer run of the same recipe resumes."""
+    training = {k: v for k, v in settings[training_key].items() if k not in LENGTH_KEYS}
+    return config_hash(settings), config_hash({**settings, training_key: training})
+
+
 def resumable_checkpoint(out: Path, digest: str) -> str | None:
     """The last checkpoint in `out` if it belongs to this run (same fingerprint), else None.
 

@@ -23,8 +23,7 @@ from pathlib import Path
 
 from agent.tools import DEFAULT_K
 from common.errors import UserError, cli_main
-from common.io import (LENGTH_KEYS, atomic_dir, atomic_write_json, config_hash, file_sha256, finished_run,
-                       resumable_checkpoint)
+from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_recipe
 from rl.data import load_questions, make_dataset, make_retriever
 
@@ -139,17 +138,16 @@ def save_final(trainer, model_path: str, out: Path, card: dict) -> None:
         (tmp / "README.md").write_text(MODEL_CARD.format(**card))
 
 
-def fingerprint(script, training_args, model_path: str, ignore: tuple[str, ...] = ()) -> str:
-    """What decides the result: a finished run with the same fingerprint is not run again.
-    `ignore=LENGTH_KEYS` gives the run's identity, which a longer run of it may resume."""
+def fingerprints(script, training_args, model_path: str) -> tuple[str, str]:
+    """(fingerprint, identity): a finished run with the same fingerprint is not run again; a
+    checkpoint with the same identity (the fingerprint without LENGTH_KEYS) may be resumed."""
     from agent.models import checkpoint_digest
 
     questions = Path(script.questions)
-    skip = ("logging", "output_dir", *ignore)
     settings = {"script": asdict(script), "model": model_path, "weights": checkpoint_digest(model_path),
                 "questions": file_sha256(questions) if questions.is_file() else None,
-                "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(skip)}}
-    return config_hash(settings)
+                "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(("logging", "output_dir"))}}
+    return run_fingerprints(settings, "grpo")
 
 
 def main(argv=None) -> None:
@@ -168,7 +166,7 @@ def main(argv=None) -> None:
     retriever = make_retriever(script)
     configure(training_args, script)
     out = Path(training_args.output_dir)
-    digest = fingerprint(script, training_args, model_path)
+    digest, identity = fingerprints(script, training_args, model_path)
     done = finished_run(out, digest)
     if done:
         print(f"{out / 'final'} is already trained with this recipe ({done['global_step']} steps); nothing to do")
@@ -178,7 +176,7 @@ def main(argv=None) -> None:
     health = HealthCallback(out, HealthMonitor(min_answer_rate=script.health_min_answer_rate))
     trainer = build_trainer(script, training_args, model_args, model_path, make_dataset(questions, script.max_tool_calls),
                             retriever, rewards, [health])
-    last = resumable_checkpoint(out, fingerprint(script, training_args, model_path, ignore=LENGTH_KEYS))
+    last = resumable_checkpoint(out, identity)
     if last:
         print(f"resuming from {last}")
     start_step = int(Path(last).name.split("-")[-1]) if last else 0

@@ -19,8 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common.errors import UserError, cli_main
-from common.io import (LENGTH_KEYS, atomic_dir, atomic_write_json, config_hash, file_sha256, finished_run,
-                       resumable_checkpoint)
+from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_recipe
 
 from sft.data import read_trajectories, tokenize_all
@@ -151,15 +150,14 @@ def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:
 NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_tokens_seen", "output_dir", "disable_tqdm")
 
 
-def fingerprint(script, training_args, model_args, ignore: tuple[str, ...] = ()) -> str:
-    """What decides the result: a finished run with the same fingerprint is not run again.
-    `ignore=LENGTH_KEYS` gives the run's identity, which a longer run of it may resume."""
+def fingerprints(script, training_args, model_args) -> tuple[str, str]:
+    """(fingerprint, identity): a finished run with the same fingerprint is not run again; a
+    checkpoint with the same identity (the fingerprint without LENGTH_KEYS) may be resumed."""
     data = Path(script.trajectories)
     data = data / "trajectories.jsonl" if data.is_dir() else data
-    skip = (*NOT_IN_FINGERPRINT, *ignore)
     settings = {"script": asdict(script), "model": asdict(model_args), "data": file_sha256(data) if data.is_file() else None,
-                "train": {k: v for k, v in training_args.to_dict().items() if not k.startswith(skip)}}
-    return config_hash(settings)
+                "train": {k: v for k, v in training_args.to_dict().items() if not k.startswith(NOT_IN_FINGERPRINT)}}
+    return run_fingerprints(settings, "train")
 
 
 def main(argv=None) -> None:
@@ -167,7 +165,7 @@ def main(argv=None) -> None:
 
     script, training_args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
     out = Path(training_args.output_dir)
-    digest = fingerprint(script, training_args, model_args)
+    digest, identity = fingerprints(script, training_args, model_args)
     done = finished_run(out, digest)
     if done:
         print(f"{out / 'final'} is already trained with this recipe ({done['global_step']} steps); nothing to do")
@@ -175,7 +173,7 @@ def main(argv=None) -> None:
     dataset, stats = make_dataset(script, training_args, model_args.model_name_or_path)
     print(f"SFT data: {json.dumps(stats)}")
     trainer = build_trainer(script, training_args, model_args, dataset)
-    last = resumable_checkpoint(out, fingerprint(script, training_args, model_args, ignore=LENGTH_KEYS))
+    last = resumable_checkpoint(out, identity)
     if last:
         print(f"resuming from {last}")
     start = time.perf_counter()
