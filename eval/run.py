@@ -48,6 +48,8 @@ class EvalArguments:
     max_new_tokens: int = 256
     max_turns: int = 9
     batch_size: int = 16
+    dtype: str = field(default="auto", metadata={
+        "help": "weights for generation: auto (as saved), float32, bfloat16 (about 2x faster on CPUs with AMX/AVX512-bf16)"})
 
 
 @dataclass
@@ -124,7 +126,7 @@ def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
             "datastore": None if job.mode == "closed-book" else datastore_digest(job.datastore),
             "mode": job.mode, "prompt": config_hash({"agent": prompt_hash(), "rag": RAG_PROMPT}),
             "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
-            "temperature": 0.0}
+            "temperature": 0.0, "dtype": args.dtype}
 
 
 def stored_fingerprint(out: Path) -> dict | None:
@@ -146,7 +148,7 @@ def run_job(job: Job, args: EvalArguments, digests: dict) -> str:
     atomic_write_json(out / "fingerprint.json", wanted)
     argv = ["--model", job.model, "--questions", str(job.questions), "--datastore", job.datastore, "--out", str(out),
             "--k", str(args.k), "--max-new-tokens", str(args.max_new_tokens), "--max-turns", str(args.max_turns),
-            "--batch-size", str(args.batch_size)]
+            "--batch-size", str(args.batch_size), "--dtype", args.dtype]
     argv += ["--limit", str(args.limit)] if args.limit else []
     argv += {"closed-book": ["--closed-book"], "rag": ["--rag"]}.get(job.mode, [])
     run(parse_args(argv))
