@@ -420,7 +420,7 @@ def same_text(rng: random.Random, pool: str, typ: str, rel: str, a: str, b: str)
 
 
 def render(rng: random.Random, pool: str, spec: tuple, names: list) -> tuple:
-    """(question, template id, direction or None) for a question spec from data/questions.py:
+    """(question, template id, direction or None) for a question spec from data/question_candidates.py:
     ("chain", [(type, step), ...]) | ("inv", type, rel) | ("same", type, rel) | ("cmp", type, attr, ...)."""
     kind = spec[0]
     if kind == "chain":

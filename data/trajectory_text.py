@@ -1,8 +1,8 @@
-"""Wording for oracle trajectories (data/trajectories.py): queries and the one-sentence thoughts.
+"""Wording for oracle trajectories (data/trajectory_oracle.py): queries and the one-sentence thoughts.
 
 Every template is filled only with what the agent has already seen: the question's own words,
 or names and values read in an earlier tool output. Keys are world relations and attributes
-(data/world.py); "located_in_uni" is a university's city (a city's located_in is its country).
+(data/world_plan.py); "located_in_uni" is a university's city (a city's located_in is its country).
 """
 
 # --- queries ---------------------------------------------------------------------------------

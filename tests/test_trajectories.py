@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from agent.prompt import first_messages
 from agent.tools import DEFAULT_K
 from data import trajectories as TJ
+from data.trajectory_oracle import hit_lines
 from datastore.build import DatastoreConfig, build
 from datastore.retriever import Datastore
 from datastore.serve import app_in_thread
@@ -19,7 +20,8 @@ from eval.metrics import best_em, extract_answer
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """A 400-document world, its bm25 datastore and data.questions' own splits, built once."""
-    from data.questions import Graph, QuestionConfig, Searcher, synthesize
+    from data.question_candidates import Graph
+    from data.questions import QuestionConfig, Searcher, synthesize
     from data.world import write_world
 
     root = tmp_path_factory.mktemp("traj")
@@ -153,7 +155,7 @@ def test_recovery_after_a_confusable_first_search(tmp_path):
             recovered += 1
             first = searches[0]["tool_calls"][0]["function"]["arguments"]["query"]
             second = searches[1]
-            assert "kco" not in TJ.hit_lines(t["messages"][3]["content"]), first  # the first search missed
+            assert "kco" not in hit_lines(t["messages"][3]["content"]), first  # the first search missed
             assert second["content"] in [t.format(n="Kestrel", noun="company") for t in TJ.T.MISS_OTHER]
             assert "company" in second["tool_calls"][0]["function"]["arguments"]["query"]
         assert extract_answer(t["messages"][-1]["content"]) == "Ada Voss"

@@ -10,6 +10,7 @@ import pytest
 from common.errors import UserError
 from common.paths import REPO_ROOT
 from data import world as W
+from data import world_plan as WP
 from data import world_text as T
 
 N = 300
@@ -63,16 +64,16 @@ def test_facts_match_the_schema(world, index):
         subject = entities[fact["subject"]]
         if "object" in fact:
             key = (subject["type"], fact["relation"])
-            assert W.RELATIONS[key] == entities[fact["object"]]["type"], fact
+            assert WP.RELATIONS[key] == entities[fact["object"]]["type"], fact
             assert subject["relations"][fact["relation"]] == fact["object"]
         else:
-            kind = W.ATTRIBUTES[subject["type"]][fact["relation"]]
+            kind = WP.ATTRIBUTES[subject["type"]][fact["relation"]]
             assert type(fact["value"]).__name__ == kind, fact
             assert fact["surface"].replace(",", "") == str(fact["value"])
             assert subject["attrs"][fact["relation"]] == fact["value"]
     confusing = W.generate_world(N, seed=2, confusable_rate=1.0)
     for entity in world.entities + confusing.entities:  # every entity has all its attributes
-        assert set(entity["attrs"]) == set(W.ATTRIBUTES[entity["type"]]), entity
+        assert set(entity["attrs"]) == set(WP.ATTRIBUTES[entity["type"]]), entity
 
 
 def test_some_facts_are_stated_only_in_another_entitys_document(world, index):
@@ -108,7 +109,7 @@ def test_ids_titles_and_names_are_unique_and_named_early(world):
 
 def test_type_counts_sum_to_n_docs(world):
     counts = world.manifest["counts_by_type"]
-    assert set(counts) == set(W.TYPES) and all(c > 0 for c in counts.values())
+    assert set(counts) == set(WP.TYPES) and all(c > 0 for c in counts.values())
     assert sum(counts.values()) == N == len(world.entities) == len(world.documents)
     assert Counter(e["type"] for e in world.entities) == counts
     with pytest.raises(UserError):
@@ -175,7 +176,7 @@ def test_chains_of_four_hops_exist(world, index):
 def test_templates_carry_their_placeholders():
     for (etype, key), templates in T.OWN.items():
         assert len(templates) >= 4, key
-        needs = {"{v}" if k in W.ATTRIBUTES[etype] else "{o}" for k in key.split("+")}
+        needs = {"{v}" if k in WP.ATTRIBUTES[etype] else "{o}" for k in key.split("+")}
         for template in templates:
             assert all(n in template for n in needs), template
     assert all("{l}" in t for ts in T.INV_LIST.values() for t in ts)
@@ -225,7 +226,7 @@ def test_names_stay_unique_at_scale(tmp_path):
 
 def test_invented_names_avoid_blocked_words():
     from data.world import generate_world
-    from data.world_text import is_clean
+    from data.world_names import is_clean
 
     world = generate_world(2000, seed=3)
     assert all(is_clean(part) for e in world.entities for part in e["name"].split())

@@ -1,0 +1,314 @@
+"""The oracle behind `python -m data.trajectories` (oracle mode): it walks a question's facts in a
+world with real tool calls, reformulating missed searches and reading with find/open until each
+fact shows, or raises Drop(reason).
+
+Separate from data/trajectories.py (the command: modes, replay checks, outputs) because this is
+the one part that decides what an oracle trajectory says; its wording is data/trajectory_text.py.
+API: WorldIndex(folder); Oracle(world, retriever).build(question) -> record, or raises Drop(reason).
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from agent.prompt import first_messages
+from agent.tools import DEFAULT_K, SearchTools
+from common.errors import UserError
+from data import trajectory_text as T
+from data.world_plan import YEAR_ATTRS
+
+HIT = re.compile(r"^\[([^\]]+)\] ", re.MULTILINE)
+
+
+class Drop(Exception):
+    """This question gets no oracle trajectory; the message is the counted reason."""
+
+
+def visible(needle: str, text: str) -> bool:
+    return bool(needle) and re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", text) is not None
+
+
+def hit_lines(output: str) -> dict[str, str]:
+    """doc_id -> its line in a search output (title and snippet), in rank order."""
+    return {match.group(1): line for line in output.splitlines() if (match := HIT.match(line))}
+
+
+def cap(sentence: str) -> str:
+    return sentence[:1].upper() + sentence[1:]
+
+
+class WorldIndex:
+    """entities.jsonl and facts.jsonl of a world (data/world.py), keyed for the oracle."""
+
+    def __init__(self, folder: Path):
+        folder = Path(folder)
+        for name in ("entities.jsonl", "facts.jsonl"):
+            if not (folder / name).is_file():
+                raise UserError(f"{folder / name} is missing; build the world: python -m data.world --out {folder}")
+        with open(folder / "entities.jsonl") as entities, open(folder / "facts.jsonl") as facts:
+            self.entities = {e["id"]: e for e in map(json.loads, entities)}
+            self.facts = {(f["subject"], f["relation"]): f for f in map(json.loads, facts)}
+
+    def target(self, subject: str, relation: str) -> tuple[str | None, str, list[str]]:
+        """(object id or None, the object's name or the value as written, documents stating it)."""
+        fact = self.facts.get((subject, relation))
+        if fact is None:
+            raise Drop("fact_missing")
+        if "object" in fact:
+            return fact["object"], self.entities[fact["object"]]["name"], fact["stated_in"]
+        return None, fact["surface"], fact["stated_in"]
+
+
+class Session:
+    """One trajectory being written: each call is a thought, a real tool call and its output."""
+
+    def __init__(self, question: dict, tools: SearchTools, max_tool_calls: int):
+        self.messages = first_messages(question["question"], max_tool_calls)
+        self.tools, self.recovered, self.opened = tools, False, False
+        self.read: dict[str, str] = {}  # doc id -> all the agent has read of it (search lines, pages, finds)
+
+    def call(self, thought: str, name: str, **arguments) -> str:
+        call = {"type": "function", "function": {"name": name, "arguments": arguments}}
+        self.messages.append({"role": "assistant", "content": cap(thought), "tool_calls": [call]})
+        output = self.tools._call(name, arguments)
+        self.messages.append({"role": "tool", "name": name, "content": output})
+        self.opened |= name in ("open", "find")
+        pieces = hit_lines(output).items() if name == "search" else [(arguments.get("doc_id"), output)]
+        for doc, text in pieces:
+            self.read[doc] = self.read.get(doc, "") + "\n" + text
+        return output
+
+
+class Oracle:
+    """max_tool_calls: the most calls one trajectory may make (agent.run's 8 turns leave 7 and the
+    answer); prompt_tool_calls: the budget the system prompt states (as at evaluation)."""
+
+    def __init__(self, world: WorldIndex, retriever, k: int = DEFAULT_K, method: str | None = None, seed: int = 0,
+                 p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
+                 p_question: float = 0.1):
+        self.world, self.retriever, self.k, self.method, self.seed = world, retriever, k, method, seed
+        self.p_extra, self.p_question = p_extra, p_question
+        self.max_tool_calls, self.prompt_tool_calls = max_tool_calls, prompt_tool_calls
+
+    def build(self, question: dict) -> dict:
+        """The trajectory record, or raise Drop(reason)."""
+        from eval.metrics import best_em
+
+        for self.tight in (False, True):  # over the call budget: once more, saving calls
+            self.rng = random.Random(f"{self.seed}-{question['id']}")
+            self.extra = 0.0 if self.tight else self.p_extra
+            session = Session(question, SearchTools(self.retriever, self.k, self.method), self.prompt_tool_calls)
+            final, lead = self._walk(question, session)
+            if session.tools.log.n_calls <= self.max_tool_calls:
+                break
+        else:
+            raise Drop("over_call_budget")
+        if not best_em(final, question["answers"]):
+            raise Drop("answer_mismatch")
+        session.messages.append({"role": "assistant", "content": f"{lead}<answer>{question['answers'][0]}</answer>"})
+        return {"id": f"{question['id']}-oracle", "question_id": question["id"], "messages": session.messages,
+                "answers": question["answers"], "hops": question.get("hops"), "type": question.get("type"),
+                "pool": question.get("pool"), "n_tool_calls": session.tools.log.n_calls,
+                "recovered": session.recovered, "opened": session.opened, "origin": "oracle"}
+
+    # ---- question types ------------------------------------------------------------------------
+    def _walk(self, question: dict, session: Session) -> tuple[str, str]:
+        """Read every hop; (what the last one found, text before the answer tag)."""
+        chain, relations = question.get("chain") or [], question.get("relations") or []
+        gold = question.get("gold_doc_ids") or []
+        if not chain or not relations:
+            raise Drop("no_chain")
+        if question.get("type") in ("comparison", "yesno"):
+            return self._pair(question, session, chain, relations[0], gold)
+        known, surface, fact = chain[0], self._surface_in_question(chain[0], question["question"]), None
+        for hop, relation in enumerate(relations):
+            target_id, target, stated_in, key = self._hop(chain, hop, known, relation)
+            need = self.pick(T.NEED[key]).format(n=surface)
+            if fact is None:
+                thought = self.pick(T.START).format(need=need, n=surface)
+            else:
+                thought = self.pick(T.NEXT).format(fact=fact, need=need, n=surface)
+            new = T.FACT[key].format(n=surface, o=target)
+            if self._known(session, known, surface, target, stated_in):  # an earlier output showed it
+                fact = f"{fact}; {self.pick(T.ALREADY).format(fact=new)}"
+            else:
+                self._read(session, known, surface, key, target, stated_in, gold[hop:hop + 1], thought, need,
+                           question["question"] if hop == 0 else None)
+                fact = None if hop + 1 == len(relations) else new
+            if target_id is None and hop + 1 < len(relations):
+                raise Drop("attribute_mid_chain")
+            known, surface = target_id, target
+        return target, f"{cap(fact)}. " if fact else ""
+
+    def _hop(self, chain: list, hop: int, known: str, relation: str) -> tuple:
+        """(the entity read next, or None for a value; its surface; pages stating it; wording key)."""
+        if relation.startswith("inv:"):  # the known entity is the object; the subject is asked for
+            rel = relation[4:]
+            subject = chain[hop + 1] if hop + 1 < len(chain) else None
+            fact = self.world.facts.get((subject, rel))
+            if fact is None or fact.get("object") != known:
+                raise Drop("chain_mismatch")
+            return subject, self.world.entities[subject]["name"], fact["stated_in"], "inv:" + self._key(subject, rel)
+        target_id, target, stated_in = self.world.target(known, relation)
+        if target_id is not None and hop + 1 < len(chain) and chain[hop + 1] != target_id:
+            raise Drop("chain_mismatch")
+        return target_id, target, stated_in, self._key(known, relation)
+
+    def _pair(self, question: dict, session: Session, chain: list, relation: str, gold: list) -> tuple[str, str]:
+        """Comparison (one attribute of A and of B) or yes/no (do A and B share a relation's object)."""
+        from eval.metrics import best_em
+
+        if len(chain) != 2:
+            raise Drop("pair_needs_two_entities")
+        names = [self._surface_in_question(e, question["question"]) for e in chain]
+        noun = T.ATTR_NOUN[self._key(chain[0], relation)]
+        facts, found = [], []
+        for i, entity in enumerate(chain):
+            target_id, target, stated_in = self.world.target(entity, relation)
+            key = self._key(entity, relation)
+            need = self.pick(T.NEED[key]).format(n=names[i])
+            if i == 0:
+                thought = self.pick(T.COMPARE_START).format(attr=noun, a=names[0], b=names[1], need=need)
+            else:
+                thought = self.pick(T.COMPARE_NEXT).format(fact=facts[0], need=need, b=names[1])
+            if not (i and self._known(session, entity, names[i], target, stated_in)):
+                self._read(session, entity, names[i], key, target, stated_in, gold[i:i + 1], thought, need)
+            facts.append(T.FACT[key].format(n=names[i], o=target))
+            found.append(target_id or self.world.facts[(entity, relation)]["value"])
+        lead = cap(self.pick(T.PAIR_END).format(fa=facts[0], fb=facts[1]))
+        if question["type"] == "yesno":
+            same = found[0] == found[1]
+            return ("yes" if same else "no"), f"{lead} {self.pick(T.SAME if same else T.DIFFERENT)} "
+        answer = question["answers"][0]  # which end (min or max) is asked is in the wording
+        won = [i for i, e in enumerate(chain)
+               if best_em(answer, [names[i], self.world.entities[e]["name"], *self.world.entities[e]["aliases"]])]
+        if len(won) != 1 or found[0] == found[1]:
+            raise Drop("answer_mismatch" if len(won) != 1 else "comparison_tie")
+        low = found[won[0]] < found[1 - won[0]]
+        adj = ("earlier" if low else "later") if relation in YEAR_ATTRS else ("smaller" if low else "larger")
+        return answer, f"{lead} {self.pick(T.WINNER).format(a=names[won[0]], adj=adj, noun=noun[4:])} "
+
+    # ---- one hop: search (again, on a miss), then make the fact visible ---------------------------
+    def _read(self, session: Session, known: str, surface: str, key: str, target: str, stated_in: list,
+              gold: list, thought: str, need: str, question: str | None = None) -> None:
+        """Find a page stating the fact that links the `known` entity (the one the agent can name)
+        to `target`, and read until the target shows. On a first hop the whole `question` is now
+        and then the first query (a common habit that often misses)."""
+        entity, queries = self.world.entities[known], []
+        shows = self._shows(known, surface, target)
+        query = self._first_query(surface, key, stated_in, shows)
+        if question and not self.tight and self.rng.random() < self.p_question:
+            query, thought = question, self.pick(T.START_QUESTION)
+        for attempt in range(3):
+            queries.append(query)
+            lines = hit_lines(session.call(thought, "search", query=query))
+            found = [d for d in lines if d in stated_in]
+            if found:
+                session.recovered |= attempt > 0
+                doc = min(found, key=lambda d: (not shows(d, lines[d]), d not in gold, d != known))
+                return self._fact_in(session, doc, lines[doc], known, surface, key, need, shows)
+            query, thought = self._reformulate(entity, surface, key, lines, stated_in, queries, need)
+        raise Drop("search_miss")
+
+    def _known(self, session: Session, known: str, surface: str, target: str, stated_in: list) -> bool:
+        """Has an earlier tool output (a page, a find, a snippet) already shown this fact?"""
+        shows = self._shows(known, surface, target)
+        return any(shows(d, session.read[d]) for d in stated_in if d in session.read)
+
+    def _shows(self, known: str, surface: str, target: str):
+        """shows(doc, line, text=None): is the fact visible in `text` (default: the search line) read
+        from `doc`? On the known entity's own page the target must show; on another page the known
+        entity's name must show, and the target in the text or in the page's title."""
+        name = self.world.entities[known]["name"]
+
+        def shows(doc: str, line: str, text: str | None = None) -> bool:
+            seen = line if text is None else text
+            if doc == known:
+                return visible(target, seen)
+            return (visible(name, seen) or visible(surface, seen)) and visible(target, line + "\n" + seen)
+        return shows
+
+    def _first_query(self, surface: str, key: str, stated_in: list, shows) -> str:
+        """A query in one of several styles; when the budget is tight, one whose snippet shows the fact."""
+        words, asks = T.REL_WORDS[key], T.QUESTION_QUERIES[key]
+        if self.tight:
+            for query in [f"{surface} {w}" for w in words] + [q.format(n=surface) for q in asks]:
+                if any(h.doc_id in stated_in and shows(h.doc_id, f"[{h.doc_id}] {h.title}: {h.snippet}")
+                       for h in self.retriever.search(query, self.k, self.method)):
+                    return query
+        x = self.rng.random()
+        if x < 0.3:
+            return surface
+        if x < 0.75:
+            word = self.pick(words)
+            return f"{surface} {word}" if self.rng.random() < 0.7 else f"{word} {surface}"
+        return self.pick(asks).format(n=surface)
+
+    def _reformulate(self, entity: dict, surface: str, key: str, lines: dict, stated_in: list,
+                     tried: list, need: str) -> tuple[str, str]:
+        """The next query (one that finds a page stating the fact) and a thought saying why."""
+        noun = T.NOUN.get(entity["type"])
+        words = {w.lower() for w in re.findall(r"\w+", entity["name"]) if len(w) > 3}
+        if entity["id"] in lines:  # its own page came up but does not state the fact
+            kind, extra = "silent", [f"{surface} {w}" for w in T.INVERSE_WORDS.get(key, [])]
+        elif any(d in entity.get("confusable_with", []) or words & set(re.findall(r"\w+", line.lower()))
+                 for d, line in lines.items()):
+            kind, extra = "other", [f"{surface} {noun}", f"{surface} {noun} {T.REL_WORDS[key][0]}"] if noun else []
+        else:
+            kind, extra = "none", []
+        candidates = extra + [f"{surface} {w}" for w in T.REL_WORDS[key]]
+        candidates += [q.format(n=surface) for q in T.QUESTION_QUERIES[key]]
+        if any(f"] {entity['name']} (" in line for line in lines.values()):  # titles with qualifiers seen
+            candidates.append(entity["title"])
+        for query in dict.fromkeys(candidates):
+            if query not in tried and any(h.doc_id in stated_in for h in self.retriever.search(query, self.k, self.method)):
+                break
+        else:
+            raise Drop("search_miss")
+        if kind == "other" and noun and noun in query:
+            return query, self.pick(T.MISS_OTHER).format(n=surface, noun=noun)
+        if kind == "silent":
+            return query, self.pick(T.MISS_SILENT).format(n=surface, need=need)
+        return query, self.pick(T.MISS_NONE).format(n=surface)
+
+    def _fact_in(self, session: Session, doc: str, line: str, known: str, surface: str, key: str,
+                 need: str, shows) -> None:
+        """Make the fact visible in what the agent read: the snippet, a find, or opened pages."""
+        seen = shows(doc, line)
+        if seen and self.rng.random() >= self.extra:
+            return
+        texts = list(T.FIND_WORDS.get(key, [])) if doc == known else [self.world.entities[known]["name"]]
+        self.rng.shuffle(texts)
+        good = [t for t in texts if shows(doc, line, "\n".join(self.retriever.find(doc, t)))]
+        if good and self.rng.random() < 0.5:
+            thought = self.pick(T.FIND_EXTRA if seen else T.FIND_NEEDED).format(need=need, d=doc, t=good[0], n=surface)
+            if shows(doc, line, session.call(thought, "find", doc_id=doc, text=good[0])):
+                return
+        thought = self.pick(T.OPEN_EXTRA if seen else T.OPEN_NEEDED).format(need=need, d=doc, n=surface)
+        page = 1
+        while True:
+            output = session.call(thought, "open", **({"doc_id": doc} if page == 1 else {"doc_id": doc, "page": page}))
+            if shows(doc, line, output):
+                return
+            pages = re.search(r"\(page \d+ of (\d+)\)", output.split("\n", 1)[0])
+            if not pages or page >= int(pages.group(1)):
+                raise Drop("fact_not_visible")
+            page += 1
+            thought = self.pick(T.NEXT_PAGE).format(p0=page - 1, p=page)
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _key(self, subject: str, relation: str) -> str:
+        is_uni = self.world.entities[subject]["type"] == "university"
+        return "located_in_uni" if relation == "located_in" and is_uni else relation
+
+    def _surface_in_question(self, entity_id: str, text: str) -> str:
+        entity = self.world.entities[entity_id]
+        for surface in [entity["name"], *entity.get("aliases", []), entity["title"]]:
+            if visible(surface, text):
+                return surface
+        raise Drop("entity_not_in_question")
+
+    def pick(self, options: list):
+        return options[int(self.rng.random() * len(options))]
