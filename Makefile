@@ -18,7 +18,7 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data sft rl rl-nolen eval tables agent-run bench-retrieval bench-agent bench-sft serve test test-slow clean
+.PHONY: all setup world datastore data sft pass-rate rl rl-nolen eval tables agent-run bench-retrieval bench-agent bench-sft serve test test-slow clean
 
 all: setup datastore data sft rl eval tables
 
@@ -56,6 +56,11 @@ endif
 
 sft: data
 	$(PY) -m sft.train --config recipes/$(MODEL)/sft.yaml
+
+# the SFT model's sampled pass rate on train_rl, for rl.yaml's pass_rate_file (optional; ~8 min on 2 cores)
+pass-rate: setup
+	$(PY) -m rl.pass_rate --model runs/$(MODEL)/sft/final --questions runs/data/world/questions/train_rl.jsonl \
+		--out runs/$(MODEL)/pass_rate --samples 4 --limit 96 --dtype bfloat16
 
 rl: setup
 	$(PY) -m rl.train --config recipes/$(MODEL)/rl.yaml

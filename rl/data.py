@@ -18,8 +18,8 @@ def pass_rates(path: str) -> dict[str, float]:
     from eval.metrics import best_em
 
     if not Path(path).is_file():
-        raise UserError(f"pass_rate_file {path} does not exist; run `python -m agent.run --model <sft> "
-                        f"--questions <train_rl.jsonl> --out <dir>` first, or drop pass_rate_file")
+        raise UserError(f"pass_rate_file {path} does not exist; run `python -m rl.pass_rate --model <sft> "
+                        f"--questions <train_rl.jsonl> --out <dir>` first (its <dir>/predictions.jsonl), or drop pass_rate_file")
     scores = defaultdict(list)
     for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
@@ -40,8 +40,10 @@ def load_questions(script) -> tuple[list[dict], dict]:
     stats = {"questions": len(questions)}
     if script.pass_rate_file:
         rates = pass_rates(script.pass_rate_file)
-        questions = [q for q in questions if script.min_pass_rate <= rates.get(q["id"], script.min_pass_rate) <= script.max_pass_rate]
-        stats.update(pass_rate_file=script.pass_rate_file, kept_by_pass_rate=len(questions))
+        # a question without a measured rate is dropped: "sometimes solved" cannot be assumed
+        measured = [q for q in questions if q["id"] in rates]
+        questions = [q for q in measured if script.min_pass_rate <= rates[q["id"]] <= script.max_pass_rate]
+        stats.update(pass_rate_file=script.pass_rate_file, measured=len(measured), kept_by_pass_rate=len(questions))
     questions = questions[: script.max_questions] if script.max_questions else questions
     missing = [q["id"] for q in questions if not q.get("answers")]
     if missing:

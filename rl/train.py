@@ -36,7 +36,7 @@ class RLScriptArguments:
     questions: str = field(default="runs/data/world/questions/train_rl.jsonl", metadata={"help": "question JSONL"})
     max_questions: int | None = field(default=None, metadata={"help": "use only the first N questions (after filtering)"})
     pass_rate_file: str | None = field(default=None, metadata={
-        "help": "predictions.jsonl of the SFT model on these questions (agent.run); filters by pass rate"})
+        "help": "out/predictions.jsonl of `python -m rl.pass_rate` (sampled SFT episodes): keeps the measured questions within the pass-rate bounds"})
     min_pass_rate: float = field(default=0.0, metadata={"help": "keep questions whose pass rate is at least this"})
     max_pass_rate: float = field(default=1.0, metadata={"help": "keep questions whose pass rate is at most this"})
     datastore: str = field(default="world", metadata={"help": "datastore name or folder (in-process retrieval)"})

@@ -272,8 +272,37 @@ def test_pass_rate_filter(tmp_path):
     predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     script = RLScriptArguments(questions=str(write_questions(tmp_path / "q.jsonl")), pass_rate_file=str(predictions), max_pass_rate=0.5)
     questions, stats = load_questions(script)
-    assert [q["id"] for q in questions] == ["q1", "q2", "q3"]  # q0 is solved; q3 has no record and is kept
-    assert stats["kept_by_pass_rate"] == 3
+    assert [q["id"] for q in questions] == ["q1", "q2"]  # q0 is solved; q3 has no record: not measured, dropped
+    assert stats["measured"] == 3 and stats["kept_by_pass_rate"] == 2
+
+
+def test_pass_rate_histogram():
+    from rl.pass_rate import histogram
+
+    records = [{"id": "a", "em": 1.0}, {"id": "a", "em": 0.0}, {"id": "b", "em": 0.0}, {"id": "b", "em": 0.0},
+               {"id": "c", "em": 1.0}, {"id": "c", "em": 1.0}]
+    summary = histogram(records, 2)
+    assert summary["by_correct_samples"] == {"0": 1, "1": 1, "2": 1}
+    assert summary["mixed"] == 1 and summary["mean_pass_rate"] == 0.5
+
+
+def test_pass_rate_samples_resume_and_feed_the_filter(store, tmp_path, tiny):
+    from rl.data import pass_rates
+    from rl.pass_rate import main
+
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Question {i}?", "answers": ["x"]}) + "\n"
+                                 for i in range(3)))
+    out = tmp_path / "rates"
+    argv = ["--model", "tiny", "--questions", str(questions), "--datastore", "agent", "--out", str(out),
+            "--samples", "2", "--limit", "2", "--max-new-tokens", "4", "--max-turns", "1"]
+    main(argv)
+    main(argv)  # a rerun resumes each sample folder: nothing is run or written twice
+    records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in records) == ["q0", "q0", "q1", "q1"]
+    assert all(len((out / f"sample_{i}" / "predictions.jsonl").read_text().splitlines()) == 2 for i in range(2))
+    assert json.loads((out / "pass_rates.json").read_text())["by_correct_samples"] == {"0": 2, "1": 0, "2": 0}
+    assert pass_rates(str(out / "predictions.jsonl")) == {"q0": 0.0, "q1": 0.0}
 
 
 def test_recipes_parse_and_the_ablation_differs_only_in_the_penalty():

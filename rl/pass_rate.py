@@ -1,0 +1,86 @@
+"""The SFT model's pass rate on the RL questions: N sampled episodes per question, for rl.yaml's pass_rate_file.
+
+    python -m rl.pass_rate --model runs/smollm2-135m/sft/final \
+        --questions runs/data/world/questions/train_rl.jsonl --out runs/smollm2-135m/pass_rate --samples 4 --limit 96
+
+GRPO learns nothing from a group whose rollouts all earn the same reward: a question the policy
+never solves (or always solves) gives zero advantages. Sampling the SFT model a few times per
+question under RL's own rollout limits (temperature 1, short turns, few tool rounds) says which
+questions sit in between; rl.train keeps those with `pass_rate_file`, `min_pass_rate`,
+`max_pass_rate`. Each sample is an `agent.run` folder (out/sample_<i>/, resumable, seeded);
+out/predictions.jsonl holds every sample's records and out/pass_rates.json the histogram.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from common.errors import cli_main
+from common.io import atomic_write_json, atomic_write_text
+
+from agent.tools import DEFAULT_K
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description="Sampled pass rate per question, for RL question selection.")
+    parser.add_argument("--model", required=True, help="the policy RL starts from (the SFT checkpoint)")
+    parser.add_argument("--questions", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--samples", type=int, default=4, help="episodes per question")
+    parser.add_argument("--limit", type=int, help="only the first N questions")
+    parser.add_argument("--datastore", default="world")
+    parser.add_argument("--k", type=int, default=DEFAULT_K)
+    parser.add_argument("--temperature", type=float, default=1.0, help="RL's rollout temperature")
+    parser.add_argument("--max-new-tokens", type=int, default=96, help="RL's max_turn_tokens")
+    parser.add_argument("--max-turns", type=int, default=5, help="RL's tool rounds + 1 to answer")
+    parser.add_argument("--dtype", default="auto", help="bfloat16 is ~2x faster on CPUs with bf16 units")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def sample_argv(args, index: int) -> list[str]:
+    argv = ["--model", args.model, "--questions", args.questions, "--datastore", args.datastore,
+            "--out", str(Path(args.out) / f"sample_{index}"), "--k", str(args.k),
+            "--temperature", str(args.temperature), "--max-new-tokens", str(args.max_new_tokens),
+            "--max-turns", str(args.max_turns), "--dtype", args.dtype, "--batch-size", str(args.batch_size)]
+    return argv + (["--limit", str(args.limit)] if args.limit else [])
+
+
+def histogram(records: list[dict], samples: int) -> dict:
+    """Questions by number of correct samples (0..samples) and how many GRPO could learn from."""
+    solved = Counter()
+    for record in records:
+        solved[record["id"]] += record["em"] > 0
+    by_count = Counter(solved.values())
+    mixed = sum(n for count, n in by_count.items() if 0 < count < samples)
+    return {"questions": len(solved), "samples": samples,
+            "by_correct_samples": {str(c): by_count.get(c, 0) for c in range(samples + 1)},
+            "mixed": mixed, "mean_pass_rate": sum(solved.values()) / max(1, len(solved) * samples)}
+
+
+def main(argv=None) -> None:
+    import torch
+
+    from agent import run as agent_run
+
+    args = parse_args(argv)
+    records = []
+    for index in range(args.samples):
+        torch.manual_seed(args.seed + index)  # each sample differs, and a rerun draws the same ones
+        print(f"sample {index + 1}/{args.samples}")
+        agent_run.run(agent_run.parse_args(sample_argv(args, index)))
+        records += list(agent_run.read_done(Path(args.out) / f"sample_{index}" / "predictions.jsonl").values())
+    agent_run.score(records)  # adds em per record
+    atomic_write_text(Path(args.out) / "predictions.jsonl",
+                      "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    summary = histogram(records, args.samples)
+    atomic_write_json(Path(args.out) / "pass_rates.json", summary)
+    print(f"{summary['questions']} questions by correct samples of {args.samples}: {summary['by_correct_samples']}; "
+          f"mixed (GRPO has a signal): {summary['mixed']}  -> {args.out}/predictions.jsonl")
+
+
+if __name__ == "__main__":
+    cli_main(main)
