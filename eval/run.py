@@ -159,7 +159,10 @@ def main(argv=None) -> None:
     (args,) = parse_recipe([EvalArguments], argv)
     jobs = plan(args)
     if not jobs:
-        raise UserError(f"nothing to evaluate for runs/{args.run_name}: build the questions with `make data`")
+        if not any([*args.stages, *args.baselines]):
+            raise UserError("no stages or baselines selected: name some, e.g. --stages sft rl --baselines closed-book")
+        raise UserError(f"nothing to evaluate for runs/{args.run_name}: train a stage (make sft) or build the "
+                        "questions (make data)")
     digests: dict = {}
     for number, job in enumerate(jobs, 1):
         print(f"[{number}/{len(jobs)}] {job.stage} / {job.benchmark} ({job.mode}, {job.model})")

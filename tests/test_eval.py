@@ -147,6 +147,10 @@ def test_eval_plan_skips_missing_stages(runs, capsys):
     from common.errors import UserError
     with pytest.raises(UserError, match="unknown benchmark"):
         eval_run.plan(eval_run.EvalArguments(benchmarks=["nope"]))
+    with pytest.raises(UserError, match="no stages or baselines selected"):
+        eval_run.main(["--stages", "", "--baselines", ""])
+    with pytest.raises(UserError, match="nothing to evaluate for runs/m: train a stage"):
+        eval_run.main(["--run_name", "m", "--stages", "sft", "--baselines", ""])
 
 
 # ---- the official HotpotQA formulas, written out from the paper's evaluation script's definitions ----
