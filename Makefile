@@ -57,7 +57,7 @@ endif
 sft: data
 	$(PY) -m sft.train --config recipes/$(MODEL)/sft.yaml
 
-# the SFT model's sampled pass rate on train_rl, for rl.yaml's pass_rate_file (optional; ~8 min on 2 cores)
+# the SFT model's sampled pass rate on train_rl, for rl.yaml's pass_rate_file (optional; ~20 min on 2 cores)
 pass-rate: setup
 	$(PY) -m rl.pass_rate --model runs/$(MODEL)/sft/final --questions runs/data/world/questions/train_rl.jsonl \
 		--out runs/$(MODEL)/pass_rate --samples 4 --limit 96 --dtype bfloat16
