@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
 from common.errors import cli_main
-from common.io import atomic_write_json, atomic_write_text
+from common.io import atomic_write_json, atomic_write_text, config_hash, file_sha256
 
 from agent.tools import DEFAULT_K
 
@@ -61,12 +62,29 @@ def histogram(records: list[dict], samples: int) -> dict:
             "mixed": mixed, "mean_pass_rate": sum(solved.values()) / max(1, len(solved) * samples)}
 
 
+def start_or_resume(args) -> None:
+    """Samples of another checkpoint, question file or setting are removed, not mixed in."""
+    from agent.models import checkpoint_digest
+
+    out = Path(args.out)
+    settings = {**vars(args), "model": checkpoint_digest(args.model), "questions": file_sha256(Path(args.questions)),
+                "samples": None, "out": None}  # more samples of the same setup extend the run
+    wanted = config_hash(settings)
+    stamp = out / "fingerprint.txt"
+    if stamp.exists() and stamp.read_text().strip() != wanted:
+        print(f"{out} holds samples of another checkpoint, question file or setting: starting over")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(stamp, wanted + "\n")
+
+
 def main(argv=None) -> None:
     import torch
 
     from agent import run as agent_run
 
     args = parse_args(argv)
+    start_or_resume(args)
     records = []
     for index in range(args.samples):
         torch.manual_seed(args.seed + index)  # each sample differs, and a rerun draws the same ones
