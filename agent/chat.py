@@ -56,13 +56,14 @@ def tool_chat_template(training: bool = False) -> str:
     return _compact(qwen2_5_training_chat_template if training else qwen2_5_chat_template)
 
 
-def training_template(tokenizer) -> str | None:
-    """The tokenizer's template with `{% generation %}` markers (for assistant-only loss masks)."""
+def training_template(tokenizer) -> str:
+    """The tokenizer's template with `{% generation %}` markers (for assistant-only loss masks);
+    its own template when TRL ships no variant (it may carry the markers already)."""
     from trl.chat_template_utils import get_training_chat_template
 
     if tokenizer.chat_template == tool_chat_template():
         return tool_chat_template(training=True)
-    return get_training_chat_template(tokenizer)
+    return get_training_chat_template(tokenizer) or tokenizer.chat_template
 
 
 def response_parser_template(template: str) -> str:

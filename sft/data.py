@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.chat import training_template
 from common.errors import UserError
 from common.io import iter_jsonl
 
@@ -45,13 +46,6 @@ def read_trajectories(path: str) -> list[dict]:
     if not rows:
         raise UserError(f"{file} holds no trajectories; rebuild them with `make data`")
     return rows
-
-
-def training_template(tokenizer) -> str:
-    """The tokenizer's template with generation markers (TRL ships these for the templates it knows)."""
-    from agent.chat import training_template as with_markers
-
-    return with_markers(tokenizer) or tokenizer.chat_template
 
 
 def tokenize_trajectory(tokenizer, messages: list[dict], tools: list, template: str) -> tuple[list[int], list[int]]:
