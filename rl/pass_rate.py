@@ -65,7 +65,9 @@ def histogram(records: list[dict], samples: int) -> dict:
 def start_or_resume(args) -> None:
     """Samples of another checkpoint, question file or setting are removed, not mixed in."""
     from agent.models import checkpoint_digest
+    from agent.run import read_questions
 
+    read_questions(args.questions)  # a missing or malformed file: one clear line, before anything is written
     out = Path(args.out)
     settings = {**vars(args), "model": checkpoint_digest(args.model), "questions": file_sha256(Path(args.questions)),
                 "samples": None, "out": None}  # more samples of the same setup extend the run

@@ -303,6 +303,9 @@ def test_pass_rate_samples_resume_and_feed_the_filter(store, tmp_path, tiny):
     assert all(len((out / f"sample_{i}" / "predictions.jsonl").read_text().splitlines()) == 2 for i in range(2))
     assert json.loads((out / "pass_rates.json").read_text())["by_correct_samples"] == {"0": 2, "1": 0, "2": 0}
     assert pass_rates(str(out / "predictions.jsonl")) == {"q0": 0.0, "q1": 0.0}
+    with pytest.raises(UserError, match="question file .* does not exist"):
+        main(["--model", "tiny", "--questions", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "none")])
+    assert not (tmp_path / "none").exists()
     main(argv[:-4] + ["--max-new-tokens", "5", "--max-turns", "1"])  # another setting: old samples go
     assert len((out / "sample_0" / "predictions.jsonl").read_text().splitlines()) == 2
     assert json.loads((out / "sample_0" / "metrics.json").read_text())["run"]["max_new_tokens"] == 5
