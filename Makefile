@@ -79,7 +79,7 @@ tables: setup
 	$(PY) -m eval.tables --readme README.md
 
 bench-sft: data
-	$(PY) -m sft.bench --config recipes/$(MODEL)/sft.yaml
+	$(PY) -m sft.bench --config recipes/$(MODEL)/sft.yaml --steps 8 --rounds 1
 
 # the agent over one question set: make agent-run MODEL=smollm2-135m QUESTIONS=... OUT=...
 agent-run: setup

@@ -30,6 +30,8 @@ class SFTScriptArguments:
     trajectories: str = field(default="runs/data/world/trajectories/sft", metadata={"help": "trajectories.jsonl or its folder"})
     loss_positions_only: bool = field(default=True, metadata={"help": "compute the LM head only where labels carry loss"})
     max_examples: int | None = field(default=None, metadata={"help": "use only the first N trajectories"})
+    compile_layers: bool = field(default=False, metadata={
+        "help": "torch.compile each decoder layer (dynamic shapes): one compile reused by every layer"})
 
 
 def build_trainer(script, training_args, model_args, train_set):
@@ -40,6 +42,8 @@ def build_trainer(script, training_args, model_args, train_set):
     from agent.models import load_model
 
     model, tokenizer = load_model(model_args.model_name_or_path, dtype=model_args.dtype or "float32")
+    if script.compile_layers:
+        compile_decoder_layers(model)
     tokenizer = prepare_tokenizer(tokenizer)
     tokenizer.padding_side = "right"  # training pads on the right; generation (agent) on the left
     peft_config = None
@@ -50,6 +54,18 @@ def build_trainer(script, training_args, model_args, train_set):
     torch.manual_seed(training_args.seed)
     return trainer_class(model=model, args=training_args, train_dataset=train_set, processing_class=tokenizer,
                          peft_config=peft_config)
+
+
+def compile_decoder_layers(model) -> None:
+    """Regional compilation: the layers share one code path, so compiling each layer (not the whole
+    model) compiles once (~40 s here) and every layer reuses it; dynamic shapes because batches
+    differ in length. Module.compile keeps the parameter names, so checkpoints are unchanged."""
+    layers = getattr(model.get_decoder(), "layers", None)
+    if layers is None:
+        raise UserError(f"compile_layers: {type(model).__name__} has no decoder .layers to compile; "
+                        "set compile_layers: false")
+    for layer in layers:
+        layer.compile(dynamic=True)
 
 
 def loss_positions_trainer():

@@ -130,6 +130,48 @@ def test_loss_positions_trainer_matches_full_loss(tmp_path, store, tiny):  # noq
     assert torch.allclose(expected, got, rtol=1e-4), (expected, got)  # same loss up to float rounding
 
 
+def test_compiled_layers_give_the_same_loss_and_gradients(store, tiny):  # noqa: F811
+    """compile_layers (the default recipe's setting) changes speed only: same loss and gradients as
+    eager on a fixed batch, same parameter names in what is saved."""
+    import copy
+
+    import torch
+
+    from sft.data import tokenize_all
+    from sft.train import compile_decoder_layers
+
+    model, tok = tiny
+    tok.padding_side = "right"
+    data = tokenize_all(tok, [{"messages": trajectory(SearchTools(store))}], TOOLS, 4096)
+    ids = torch.tensor(data.input_ids)
+    labels = torch.tensor(data.labels)
+    eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
+    compile_decoder_layers(compiled)
+    losses = []
+    for m in (eager, compiled):
+        loss = m(input_ids=ids, labels=labels).loss
+        loss.backward()
+        losses.append(loss.detach())
+    assert torch.allclose(*losses, rtol=1e-4), losses
+    for (name, a), (name_c, b) in zip(eager.named_parameters(), compiled.named_parameters()):
+        assert name == name_c
+        assert torch.allclose(a.grad, b.grad, rtol=1e-3, atol=1e-5), name
+    assert list(compiled.state_dict()) == list(eager.state_dict())
+
+
+def test_compile_layers_refuses_a_model_without_layers():
+    import torch
+
+    from sft.train import compile_decoder_layers
+
+    class Flat(torch.nn.Module):
+        def get_decoder(self):
+            return self
+
+    with pytest.raises(UserError, match="set compile_layers: false"):
+        compile_decoder_layers(Flat())
+
+
 @pytest.mark.parametrize("line, message", [
     ("learning_rat: 0.1", "unknown key(s) learning_rat"),
     ("learning_rate: fast", "key learning_rate must be float/int"),
