@@ -8,13 +8,11 @@
 
 Oracle mode walks each question's facts (`chain`, `relations` of data/questions.py; "inv:r" hops are
 asked backwards) with agent.tools.SearchTools: a short thought, a tool call, the real tool output,
-..., then `Found: <fact>. <answer>first alias</answer>`; every turn after a tool output opens with
-"Found:" or "Not found:" (data/trajectory_text.py says why). Queries
+..., then `<answer>first alias</answer>` (comparisons and yes/no first state both values). Queries
 use only the question and names already read in tool outputs, in several styles (bare name, name +
 relation words, a short question, now and then the whole question). A hop whose page is not in the
 results is searched again with other words (`recovered`); a fact the snippet does not show is read
-with `find` or `open` (also at random, for variety), and a share of finds first tries a word the page
-lacks and recovers (`--p-find-miss`; also `recovered`). Questions whose hop no query finds, or whose
+with `find` or `open` (also at random, for variety). Questions whose hop no query finds, or whose
 fact never shows, are dropped and counted by reason. Teacher mode runs a served model through
 agent.run (resumable, in `<out>.teacher/`), `--samples` per question at temperature > 0, and keeps
 the correct samples whose tool calls are all valid.
@@ -136,8 +134,8 @@ def report(trajectories: list[dict], drops: Counter, n_questions: int, seconds: 
 def report_md(rep: dict, title: str) -> str:
     tok, lines = rep["tokens"], [f"# {title}", "", f"{rep['trajectories']} trajectories from {rep['questions']} "
                                  f"questions ({rep['dropped']} dropped) in {rep['seconds']} s.", ""]
-    lines += [f"- tool calls per trajectory: {rep['tool_calls_mean']}; with a recovery (searched again, or a "
-              f"find that missed): {rep['recovered_fraction']:.1%}; with open/find: {rep['open_or_find_fraction']:.1%}"]
+    lines += [f"- tool calls per trajectory: {rep['tool_calls_mean']}; with a reformulated search: "
+              f"{rep['recovered_fraction']:.1%}; with open/find: {rep['open_or_find_fraction']:.1%}"]
     if "mean" in tok:
         lines += [f"- tokens ({tok['model']} tool template): mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, "
                   f"max {tok['max']}; assistant (trained-on) share {tok['assistant_fraction']:.1%}"]
@@ -169,7 +167,7 @@ def save(out: Path, trajectories: list[dict], manifest: dict, rep: dict, title: 
 # ---- the two modes ----------------------------------------------------------------------------
 def build_oracle(questions: list[dict], world: WorldIndex, retriever, args) -> tuple[list, Counter]:
     oracle = Oracle(world, retriever, args.k, args.method, args.seed, args.p_extra,
-                    min(args.max_tool_calls, args.max_turns - 1), args.max_tool_calls, args.p_question, args.p_find_miss)
+                    min(args.max_tool_calls, args.max_turns - 1), args.max_tool_calls, args.p_question)
     kept, drops = [], Counter()
     for question in tqdm(questions, desc="oracle", unit="q", disable=args.quiet, mininterval=2.0):
         try:
@@ -218,7 +216,7 @@ def build_teacher(questions: list[dict], args, out: Path) -> tuple[list, Counter
 
 
 def inputs_manifest(args, retriever) -> dict:
-    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "max_turns", "max_tool_calls", "limit", "teacher_url",
+    keys = ("k", "method", "seed", "p_extra", "p_question", "max_turns", "max_tool_calls", "limit", "teacher_url",
             "teacher_model", "samples", "temperature", "top_p", "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
     sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__))  # a changed oracle rebuilds
@@ -282,8 +280,6 @@ def parse_args(argv=None):
     add("--seed", type=int, default=0)
     add("--p-extra", type=float, default=0.15, help="share of hops read with open/find though the snippet shows it")
     add("--p-question", type=float, default=0.1, help="share of first hops first searched with the whole question")
-    add("--p-find-miss", type=float, default=0.6,
-        help="share of find reads that first try a word the page lacks, then recover (another word or open)")
     add("--max-turns", type=int, default=8, help="agent.run's turn budget: at most turns - 1 tool calls")
     add("--max-tool-calls", type=int, default=8, help="the budget the system prompt states")
     add("--limit", type=int, help="only the first N questions")

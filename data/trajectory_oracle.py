@@ -87,9 +87,9 @@ class Oracle:
 
     def __init__(self, world: WorldIndex, retriever, k: int = DEFAULT_K, method: str | None = None, seed: int = 0,
                  p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
-                 p_question: float = 0.1, p_find_miss: float = 0.6):
+                 p_question: float = 0.1):
         self.world, self.retriever, self.k, self.method, self.seed = world, retriever, k, method, seed
-        self.p_extra, self.p_question, self.p_find_miss = p_extra, p_question, p_find_miss
+        self.p_extra, self.p_question = p_extra, p_question
         self.max_tool_calls, self.prompt_tool_calls = max_tool_calls, prompt_tool_calls
 
     def build(self, question: dict) -> dict:
@@ -131,16 +131,16 @@ class Oracle:
             else:
                 thought = self.pick(T.NEXT).format(fact=fact, need=need, n=surface)
             new = T.FACT[key].format(n=surface, o=target)
-            if fact is not None and self._known(session, known, surface, target, stated_in):  # read earlier
+            if self._known(session, known, surface, target, stated_in):  # an earlier output showed it
                 fact = f"{fact}; {self.pick(T.ALREADY).format(fact=new)}"
             else:
-                self._read(session, known, surface, key, target, stated_in, gold[hop:hop + 1], thought, need, new,
+                self._read(session, known, surface, key, target, stated_in, gold[hop:hop + 1], thought, need,
                            question["question"] if hop == 0 else None)
-                fact = new
+                fact = None if hop + 1 == len(relations) else new
             if target_id is None and hop + 1 < len(relations):
                 raise Drop("attribute_mid_chain")
             known, surface = target_id, target
-        return target, f"{T.FOUND} {fact}. "
+        return target, f"{cap(fact)}. " if fact else ""
 
     def _hop(self, chain: list, hop: int, known: str, relation: str) -> tuple:
         """(the entity read next, or None for a value; its surface; pages stating it; wording key)."""
@@ -173,14 +173,11 @@ class Oracle:
                 thought = self.pick(T.COMPARE_START).format(attr=noun, a=names[0], b=names[1], need=need)
             else:
                 thought = self.pick(T.COMPARE_NEXT).format(fact=facts[0], need=need, b=names[1])
+            if not (i and self._known(session, entity, names[i], target, stated_in)):
+                self._read(session, entity, names[i], key, target, stated_in, gold[i:i + 1], thought, need)
             facts.append(T.FACT[key].format(n=names[i], o=target))
-            if i and self._known(session, entity, names[i], target, stated_in):  # the first read showed both
-                last_read = f"{facts[0]}; {facts[1]}"
-            else:
-                self._read(session, entity, names[i], key, target, stated_in, gold[i:i + 1], thought, need, facts[i])
-                last_read = facts[i]
             found.append(target_id or self.world.facts[(entity, relation)]["value"])
-        lead = f"{T.FOUND} {last_read}. " + self.pick(T.PAIR_END).format(fa=facts[0], fb=facts[1])
+        lead = cap(self.pick(T.PAIR_END).format(fa=facts[0], fb=facts[1]))
         if question["type"] == "yesno":
             same = found[0] == found[1]
             return ("yes" if same else "no"), f"{lead} {self.pick(T.SAME if same else T.DIFFERENT)} "
@@ -195,7 +192,7 @@ class Oracle:
 
     # ---- one hop: search (again, on a miss), then make the fact visible ---------------------------
     def _read(self, session: Session, known: str, surface: str, key: str, target: str, stated_in: list,
-              gold: list, thought: str, need: str, fact: str, question: str | None = None) -> None:
+              gold: list, thought: str, need: str, question: str | None = None) -> None:
         """Find a page stating the fact that links the `known` entity (the one the agent can name)
         to `target`, and read until the target shows. On a first hop the whole `question` is now
         and then the first query (a common habit that often misses)."""
@@ -211,7 +208,7 @@ class Oracle:
             if found:
                 session.recovered |= attempt > 0
                 doc = min(found, key=lambda d: (not shows(d, lines[d]), d not in gold, d != known))
-                return self._fact_in(session, doc, lines[doc], known, surface, key, need, fact, shows)
+                return self._fact_in(session, doc, lines[doc], known, surface, key, need, shows)
             query, thought = self._reformulate(entity, surface, key, lines, stated_in, queries, need)
         raise Drop("search_miss")
 
@@ -277,7 +274,7 @@ class Oracle:
         return query, self.pick(T.MISS_NONE).format(n=surface)
 
     def _fact_in(self, session: Session, doc: str, line: str, known: str, surface: str, key: str,
-                 need: str, fact: str, shows) -> None:
+                 need: str, shows) -> None:
         """Make the fact visible in what the agent read: the snippet, a find, or opened pages."""
         seen = shows(doc, line)
         if seen and self.rng.random() >= self.extra:
@@ -285,18 +282,11 @@ class Oracle:
         texts = list(T.FIND_WORDS.get(key, [])) if doc == known else [self.world.entities[known]["name"]]
         self.rng.shuffle(texts)
         good = [t for t in texts if shows(doc, line, "\n".join(self.retriever.find(doc, t)))]
-        thought, open_next = None, False
         if good and self.rng.random() < 0.5:
-            thought = self.pick(T.FIND_EXTRA if seen else T.FIND_NEEDED).format(need=need, d=doc, t=good[0], n=surface,
-                                                                               fact=fact)
-            if not seen:
-                thought, open_next = self._missed_find(session, doc, key, need, surface, good[0], thought)
-            if not open_next:
-                if shows(doc, line, session.call(thought, "find", doc_id=doc, text=good[0])):
-                    return
-                thought = None
-        thought = thought or self.pick(T.OPEN_EXTRA if seen else T.OPEN_NEEDED).format(need=need, d=doc, n=surface,
-                                                                                         fact=fact)
+            thought = self.pick(T.FIND_EXTRA if seen else T.FIND_NEEDED).format(need=need, d=doc, t=good[0], n=surface)
+            if shows(doc, line, session.call(thought, "find", doc_id=doc, text=good[0])):
+                return
+        thought = self.pick(T.OPEN_EXTRA if seen else T.OPEN_NEEDED).format(need=need, d=doc, n=surface)
         page = 1
         while True:
             output = session.call(thought, "open", **({"doc_id": doc} if page == 1 else {"doc_id": doc, "page": page}))
@@ -307,23 +297,6 @@ class Oracle:
                 raise Drop("fact_not_visible")
             page += 1
             thought = self.pick(T.NEXT_PAGE).format(p0=page - 1, p=page)
-
-    def _missed_find(self, session: Session, doc: str, key: str, need: str, surface: str, word: str,
-                     thought: str) -> tuple[str, bool]:
-        """Now and then first look for a word the page does not contain, as the model will, and
-        recover: (the thought for the next call, whether that call opens the page instead of
-        finding `word`). Without a miss: (`thought`, False)."""
-        if self.tight or self.rng.random() >= self.p_find_miss:
-            return thought, False
-        missing = [w for w in T.FIND_WORDS.get(key, []) + T.REL_WORDS.get(key, []) if not self.retriever.find(doc, w)]
-        if not missing:
-            return thought, False
-        miss = self.pick(missing)
-        session.call(self.pick(T.FIND_NEEDED).format(need=need, d=doc, t=miss, n=surface), "find", doc_id=doc, text=miss)
-        session.recovered = True
-        if self.rng.random() < 0.5:
-            return self.pick(T.FIND_RETRY).format(t0=miss, t=word, d=doc), False
-        return self.pick(T.FIND_THEN_OPEN).format(t0=miss, d=doc), True
 
     # ---- helpers -------------------------------------------------------------------------------
     def _key(self, subject: str, relation: str) -> str:

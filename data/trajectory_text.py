@@ -102,47 +102,32 @@ START = ["First I need to find out {need}.", "I need {need}; I'll search for {n}
          "To answer this I first need {need}.", "I'll search for {n} to find out {need}.", "First: {need}."]
 START_QUESTION = ["Let me first search with the question itself.", "I'll start by searching for the whole question.",
                   "First, a search with the question's own words."]
-# After every tool output the turn opens with one of two fixed words, "Found:" (the output showed
-# what was needed) or "Not found:", and after a Found the next word is "Next" (another read) or the
-# answer. Each decision is then one choice between two tokens. With varied openers (stop 10's data)
-# the "read on" mass was split over many first tokens and greedy decoding picked the single
-# "<answer>" token after one search in 28 of 40 test episodes, although the model gave it only
-# 0.28 probability on average (never above 0.5).
-FOUND, NOT_FOUND = "Found:", "Not found:"
-NEXT = ["Found: {fact}. Next I need {need}.", "Found: {fact}. Next I need to find out {need}.",
-        "Found: {fact}. Next I'll look up {need}.", "Found: {fact}. Next I'll search for {n}."]
-MISS_OTHER = ["Not found: the results are about a different {n}; I'll search for {n} the {noun}.",
-              "Not found: these results are about other entities named like {n}; I'll add \"{noun}\" to the query.",
-              "Not found: none of these is the {noun} {n}; let me search more specifically."]
-MISS_SILENT = ["Not found: the result for {n} does not say {need}; another page may mention {n}, so I'll search again.",
-               "Not found: the snippet of {n} says nothing about {need}; I'll try a search that finds pages mentioning {n}.",
-               "Not found: {n}'s entry doesn't show {need} here; I'll rephrase the search."]
-MISS_NONE = ["Not found: none of the results is about {n}; I'll try other words.",
-             "Not found: the search did not return {n}; let me rephrase it.",
-             "Not found: nothing here mentions {n}; I'll search differently."]
-OPEN_NEEDED = ["Not found: the snippet of [{d}] does not say {need}; I'll open it.",
-               "Not found: {need}; I'll open [{d}] to find it.",
-               "Not found: [{d}] is about {n}, but the snippet is cut short; let me read the page.",
-               "Not found: {need}, but [{d}] should say it; I'll open the document."]
-FIND_NEEDED = ["Not found: the snippet does not show {need}; I'll look for \"{t}\" in [{d}].",
-               "Not found: {need}; let me find the sentences of [{d}] that mention \"{t}\".",
-               "Not found: {need}; I'll search inside [{d}] for \"{t}\".",
-               "Not found: {need}, but [{d}] should state it; I'll find \"{t}\" in it."]
-FIND_RETRY = ["Not found: no sentence of [{d}] contains \"{t0}\"; I'll look for \"{t}\" instead.",
-              "Not found: [{d}] does not use the word \"{t0}\"; let me try \"{t}\"."]
-FIND_THEN_OPEN = ["Not found: no sentence of [{d}] contains \"{t0}\"; I'll open the page and read it.",
-                  "Not found: \"{t0}\" is not in [{d}]; let me open it instead."]
-OPEN_EXTRA = ["Found: {fact}. Next I'll open [{d}] to read it in full.", "Found: {fact}. Next, let me open [{d}] to confirm it.",
-              "Found: {fact}. Next, to be sure, I'll read [{d}]."]
-FIND_EXTRA = ["Found: {fact}. Next, to check it, I'll find \"{t}\" in [{d}].",
-              "Found: {fact}. Next, let me confirm it by searching [{d}] for \"{t}\"."]
+NEXT = ["{fact}; now I need {need}.", "{fact}. Next I need to find out {need}.", "So {fact}. Now {need}.",
+        "{fact}; next I'll look up {need}.", "Found it: {fact}. Now I need {need}.", "{fact}. I'll search for {n} next."]
+MISS_OTHER = ["The results are about a different {n}; I'll search for {n} the {noun}.",
+              "These results are about other entities named like {n}; I'll add \"{noun}\" to the query.",
+              "None of these is the {noun} {n}; let me search more specifically."]
+MISS_SILENT = ["The result for {n} does not say {need}; another page may mention {n}, so I'll search again.",
+               "The snippet of {n} says nothing about {need}; I'll try a search that finds pages mentioning {n}.",
+               "{n}'s entry doesn't show {need} here; I'll rephrase the search."]
+MISS_NONE = ["None of the results is about {n}; I'll try other words.", "The search did not return {n}; let me rephrase it.",
+             "Nothing here mentions {n}; I'll search differently."]
+OPEN_NEEDED = ["The snippet of [{d}] does not say {need}; I'll open it.", "I'll open [{d}] to find {need}.",
+               "[{d}] is about {n}, but the snippet is cut short; let me read the page.",
+               "The result [{d}] should say {need}; I'll open the document."]
+FIND_NEEDED = ["The snippet does not show {need}; I'll look for \"{t}\" in [{d}].",
+               "Let me find the sentences of [{d}] that mention \"{t}\".", "I'll search inside [{d}] for \"{t}\".",
+               "[{d}] should state {need}; I'll find \"{t}\" in it."]
+OPEN_EXTRA = ["I'll open [{d}] to read it in full.", "Let me open [{d}] to confirm {need}.",
+              "To be sure about {need}, I'll read [{d}]."]
+FIND_EXTRA = ["To check {need}, I'll find \"{t}\" in [{d}].", "Let me confirm {need} by searching [{d}] for \"{t}\"."]
 ALREADY = ["I have also read that {fact}", "what I read also says {fact}", "as already shown, {fact}"]
-NEXT_PAGE = ["Not found: page {p0} does not say it; I'll read page {p}.", "Not found: it is not on this page; let me open page {p}."]
+NEXT_PAGE = ["Page {p0} does not say it; I'll read page {p}.", "Not on this page; let me open page {p}."]
 
 # --- comparisons ----------------------------------------------------------------------------------
 COMPARE_START = ["I need {attr} of both {a} and {b}; first {a}.", "To compare, I need {need}. Let me start with {a}.",
                  "I'll look up {a} first, then {b}.", "First I need {need}."]
-COMPARE_NEXT = ["Found: {fact}. Next I need {need}.", "Found: {fact}. Next, {need}.", "Found: {fact}. Next: {b}."]
+COMPARE_NEXT = ["{fact}. Now I need {need}.", "{fact}; next, {need}.", "So {fact}. Now {b}."]
 ATTR_NOUN = {"birth_year": "the birth year", "population": "the population", "founded_year": "the founding year",
              "employees": "the number of employees", "students": "the number of students",
              "release_year": "the release year", "year": "the year", "attendance": "the attendance",
@@ -182,6 +167,6 @@ for _key, (_words, _asks, _finds, _inverse, _need, _fact) in INVERSE.items():
     REL_WORDS[_key], QUESTION_QUERIES[_key], FIND_WORDS[_key] = _words, _asks, _finds
     INVERSE_WORDS[_key], NEED[_key], FACT[_key] = _inverse, _need, _fact
 
-PAIR_END = ["So {fa}, and {fb}.", "So {fa}; {fb}.", "So I found that {fa} and {fb}."]
-WINNER = ["{a} has the {adj} {noun}.", "That makes the {noun} of {a} the {adj} one."]
+PAIR_END = ["{fa}, and {fb}.", "{fa}; {fb}.", "I found that {fa} and {fb}."]
+WINNER = ["So {a} has the {adj} {noun}.", "That makes the {noun} of {a} the {adj} one."]
 SAME, DIFFERENT = ["That is the same.", "Both are the same."], ["Those are different.", "They differ."]
