@@ -211,3 +211,23 @@ def test_readme_section_and_timing(fixture_runs, tmp_path):
     readme.write_text("# no markers\n")
     with pytest.raises(UserError, match="no results markers"):
         update_readme(readme, tables, [])
+
+
+def test_first_decision_prefix_and_probe(tiny):
+    from agent.chat import prepare_tokenizer
+    from agent.tools import SearchTools, tool_functions
+    from eval.first_decision import first_decision_prefix, probe, summary
+
+    call = {"type": "function", "function": {"name": "search", "arguments": {"query": "Kestrel"}}}
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "Who founded Kestrel?"},
+                {"role": "assistant", "content": "First: the founder.", "tool_calls": [call]},
+                {"role": "tool", "name": "search", "content": "[d1] Kestrel: founded by Ada."},
+                {"role": "assistant", "content": "<answer>Ada</answer>"}]
+    assert first_decision_prefix(messages) == messages[:4]
+    assert first_decision_prefix(messages[:2]) is None
+    model, tokenizer = tiny
+    rows = probe(model, prepare_tokenizer(tokenizer), tool_functions(SearchTools(None)),
+                 [{"id": "a", "messages": messages}, {"id": "b", "messages": messages[:2]}])
+    assert [r["id"] for r in rows] == ["a"] and 0.0 < rows[0]["p_answer"] < 1.0
+    assert summary([{"p_answer": 0.3, "answer_is_argmax": True}, {"p_answer": 0.6, "answer_is_argmax": True}]) == \
+        {"episodes": 2, "mean_p_answer": 0.45, "p_answer_over_half": 1, "answer_is_argmax": 2}
