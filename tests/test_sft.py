@@ -140,11 +140,14 @@ def test_compiled_layers_give_the_same_loss_and_gradients(store, tiny):  # noqa:
     from sft.data import tokenize_all
     from sft.train import compile_decoder_layers
 
-    model, tok = tiny
+    from agent.models import load_model
+
+    _, tok = tiny
     tok.padding_side = "right"
     data = tokenize_all(tok, [{"messages": trajectory(SearchTools(store))}], TOOLS, 4096)
     ids = torch.tensor(data.input_ids)
     labels = torch.tensor(data.labels)
+    model = load_model("tiny")[0].train()  # fresh: other tests leave the shared fixture's model in other modes
     eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
     compile_decoder_layers(compiled)
     losses = []
@@ -153,9 +156,13 @@ def test_compiled_layers_give_the_same_loss_and_gradients(store, tiny):  # noqa:
         loss.backward()
         losses.append(loss.detach())
     assert torch.allclose(*losses, rtol=1e-4), losses
+    compared = 0
     for (name, a), (name_c, b) in zip(eager.named_parameters(), compiled.named_parameters()):
-        assert name == name_c
-        assert torch.allclose(a.grad, b.grad, rtol=1e-3, atol=1e-5), name
+        assert name == name_c and (a.grad is None) == (b.grad is None), name
+        if a.grad is not None:
+            assert torch.allclose(a.grad, b.grad, rtol=1e-3, atol=1e-5), name
+            compared += 1
+    assert compared > 0
     assert list(compiled.state_dict()) == list(eager.state_dict())
 
 
