@@ -51,6 +51,9 @@ def build_trainer(script, training_args, model_args, train_set):
         from trl import get_peft_config
         peft_config = get_peft_config(model_args)
     trainer_class = loss_positions_trainer() if script.loss_positions_only else SFTTrainer
+    if training_args.include_num_input_tokens_seen == "all":
+        # padding is not work the run did: tokens/s counts real tokens (YAML can only say true, i.e. "all")
+        training_args.include_num_input_tokens_seen = "non_padding"
     torch.manual_seed(training_args.seed)
     return trainer_class(model=model, args=training_args, train_dataset=train_set, processing_class=tokenizer,
                          peft_config=peft_config)

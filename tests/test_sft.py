@@ -130,6 +130,27 @@ def test_loss_positions_trainer_matches_full_loss(tmp_path, store, tiny):  # noq
     assert torch.allclose(expected, got, rtol=1e-4), (expected, got)  # same loss up to float rounding
 
 
+def test_tokens_seen_count_no_padding(tmp_path, store, tiny):  # noqa: F811
+    """tokens/s in the summary counts real tokens: two trajectories of different lengths in one batch."""
+    from common.recipe import parse_recipe
+    from sft.train import SFTScriptArguments, build_trainer, make_dataset
+    from trl import ModelConfig, SFTConfig
+
+    long = trajectory(SearchTools(store))
+    short = long[:3] + [{"role": "tool", "name": "search", "content": "no hits"}, {"role": "assistant", "content": "<answer>x</answer>"}]
+    data = tmp_path / "t.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "messages": m}) + "\n" for i, m in enumerate([long, short])))
+    script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), sft_args(
+        tmp_path, data, "--max_steps", "1", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
+        "--save_strategy", "no"))
+    dataset, stats = make_dataset(script, args, model_args.model_name_or_path)
+    lengths = sorted(len(ids) for ids in dataset["input_ids"])
+    assert lengths[0] < lengths[1]  # the batch is padded
+    trainer = build_trainer(script, args, model_args, dataset)
+    trainer.train()
+    assert trainer.state.num_input_tokens_seen == stats["tokens"] == sum(lengths)
+
+
 def test_compiled_layers_give_the_same_loss_and_gradients(store, tiny):  # noqa: F811
     """compile_layers (the default recipe's setting) changes speed only: same loss and gradients as
     eager on a fixed batch, same parameter names in what is saved."""
