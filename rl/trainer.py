@@ -10,6 +10,11 @@
    own tokens, and documents seen / evidence recall from the environments.
 4. `add_response_parser`: TRL's tool-call parser also for the agent's compact ChatML tool template
    and for the training variant that agent.chat.prepare_tokenizer swaps in (Qwen3).
+5. No backward pass for a micro-batch whose advantages are all zero (every rollout of its question
+   scored the same) when there is no KL or auxiliary term: its loss and gradient are exactly zero.
+   TRL's loss still runs forward, without gradients, so entropy and clip ratios are logged as
+   before; the gradient is an exact zero, as TRL's would be, so AdamW's moments evolve the same.
+   On the CPU default most groups have zero variance, and the backward is ~2/3 of a step's training.
 
 Token faithfulness is TRL's: in the tool loop the next turn's prompt is `prompt_ids +
 completion_ids + tool_suffix_ids` (concatenation, no decode/re-encode of sampled tokens), and the
@@ -17,6 +22,7 @@ ids trained on are those same lists; tests/test_rl.py checks it for each support
 """
 from __future__ import annotations
 
+import torch
 from trl import GRPOTrainer
 
 from agent.tools import TOOL_NAMES
@@ -57,6 +63,20 @@ class AgentGRPOTrainer(GRPOTrainer):
         rank = {name: i for i, name in enumerate(TOOL_NAMES)}
         for tools in [*getattr(self, "_env_tools", {}).values(), self.tools]:
             tools.sort(key=lambda tool: rank.get(getattr(tool, "__name__", ""), len(rank)))
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        skip = self.gradient_is_zero(inputs)
+        self._metrics["train"]["backward_skipped"].append(float(skip))  # this process's micro-batches
+        if not skip:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        with torch.no_grad():
+            super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        # a zero that reaches every trainable parameter: grads become zeros (not None), as TRL's would
+        return sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
+
+    def gradient_is_zero(self, inputs) -> bool:
+        """GRPO's loss is advantage x (clipped) ratio per token, plus beta x KL and an auxiliary loss."""
+        return self.beta == 0.0 and not self.aux_loss_enabled and not bool(inputs["advantages"].any())
 
     def _generate(self, prompts: list):
         prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, *rest = super()._generate(prompts)

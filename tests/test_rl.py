@@ -173,6 +173,46 @@ def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template):
     assert trainer.state.log_history[0]["episode/invalid_call_rate"] == 0.5  # browse is not a tool
 
 
+@pytest.mark.parametrize("rewards", [["constant"], ["em"]])
+def test_zero_advantage_micro_batches_skip_backward_with_the_same_update(tmp_path, store, tiny, rewards):  # noqa: F811
+    """All rollouts scored alike: no backward, zero gradients as TRL's own loss gives, weights unchanged, entropy
+    still logged. Rollouts scored differently (em: one of two right): the usual backward and an update."""
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rl.rewards import build_rewards
+    from rl.trainer import AgentGRPOTrainer
+
+    tok = template_tokenizer(tiny[1], "compact")
+    reward_funcs = build_rewards(["em"]) if rewards == ["em"] else [lambda completions, **kw: [0.0] * len(completions)]
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, max_steps=1, num_generations=2,
+                      per_device_train_batch_size=2, max_completion_length=1024, max_tool_calling_iterations=3,
+                      gradient_checkpointing=False, report_to="none", save_strategy="no", logging_steps=1, beta=0.0)
+    dataset = Dataset.from_list([{"id": "q0", "prompt": first_messages(QUESTIONS[0]["question"], 3), "answers": ["Ada Voss"],
+                                  "gold_doc_ids": ["kestrel-co"]}])
+    trainer = AgentGRPOTrainer(model=copy.deepcopy(tiny[0]), reward_funcs=reward_funcs, args=args, train_dataset=dataset,
+                               processing_class=tok, environment_factory=lambda: SearchEnvironment(store, max_tool_calls=3))
+    trainer._generate_single_turn = ScriptedPolicy(tok, think=False)
+    seen = []
+    compute_loss = trainer.compute_loss
+    trainer.compute_loss = lambda model, inputs, *a, **k: seen.append(inputs) or compute_loss(model, inputs, *a, **k)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train()
+
+    row = trainer.state.log_history[0]
+    changed = any(not torch.equal(before[name], p) for name, p in trainer.model.named_parameters())
+    assert "entropy" in row
+    if rewards == ["em"]:
+        assert row["backward_skipped"] == 0.0 and changed
+        return
+    assert row["backward_skipped"] == 1.0 and not changed
+    model = trainer.model
+    model.zero_grad()
+    GRPOTrainer.compute_loss(trainer, model, seen[0]).backward()  # TRL's own loss on the same micro-batch
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
 # ---- the training stage ------------------------------------------------------------------------
 def write_questions(path):
     path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
