@@ -6,7 +6,8 @@ Stages are the checkpoints that exist: base (the untrained model), sft, rl, rl_n
 (runs/<run_name>/<stage>/final); baselines are the base model closed-book (no tools) and with
 naive RAG (top-k results for the question, one answer). Each result lands in
 runs/<run_name>/<stage>/eval/<benchmark>/ with a fingerprint of what produced it (checkpoint
-weights, questions, datastore, prompt, decoding). A result with the same fingerprint is kept;
+weights, questions, datastore, prompt, decoding, the code of the tools and the episode loop). A
+result with the same fingerprint is kept;
 a different one (a retrained checkpoint, another limit) is run again from scratch; a run that
 was killed resumes. Missing stages and benchmarks are skipped with a line saying which.
 """
@@ -22,6 +23,9 @@ from common.errors import UserError, cli_main
 from common.io import atomic_write_json, config_hash, file_sha256
 from common.paths import datastore_dir, runs_dir
 from common.recipe import parse_recipe
+
+# what the model sees and how its turns are read: a change here (a snippet, a parser) changes results
+AGENT_CODE = ("agent/tools.py", "agent/chat.py", "agent/episode.py", "agent/backends.py", "datastore/retriever.py")
 
 # name -> (questions file under runs/, datastore name); add more in a recipe's extra_benchmarks
 BENCHMARKS = {
@@ -126,7 +130,12 @@ def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
             "datastore": None if job.mode == "closed-book" else datastore_digest(job.datastore),
             "mode": job.mode, "prompt": config_hash({"agent": prompt_hash(), "rag": RAG_PROMPT}),
             "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
-            "temperature": 0.0, "dtype": args.dtype}
+            "temperature": 0.0, "dtype": args.dtype, "agent_code": agent_code_hash()}
+
+
+def agent_code_hash() -> str:
+    root = Path(__file__).resolve().parent.parent
+    return config_hash({name: file_sha256(root / name) for name in AGENT_CODE})
 
 
 def stored_fingerprint(out: Path) -> dict | None:

@@ -134,7 +134,10 @@ def test_stale_results_rerun_only_when_inputs_change(runs, monkeypatch):
     assert eval_run.run_job(job, config, {}) == "ran"
     config.dtype = "bfloat16"  # other weights precision: other greedy results
     assert eval_run.run_job(job, config, {}) == "ran"
-    assert len(calls) == 4
+    monkeypatch.setattr(eval_run, "agent_code_hash", lambda: "changed snippets")  # the tools' code changed
+    assert eval_run.run_job(job, config, {}) == "ran"
+    assert eval_run.run_job(job, config, {}) == "up to date"
+    assert len(calls) == 5
 
 
 def test_eval_plan_skips_missing_stages(runs, capsys):
