@@ -7,9 +7,8 @@ Stages are the checkpoints that exist: base (the untrained model), sft, rl, rl_n
 naive RAG (top-k results for the question, one answer). Each result lands in
 runs/<run_name>/<stage>/eval/<benchmark>/ with a fingerprint of what produced it (checkpoint
 weights, questions, datastore, prompt, decoding, the code of the tools and the episode loop). A
-result with the same fingerprint is kept;
-a different one (a retrained checkpoint, another limit) is run again from scratch; a run that
-was killed resumes. Missing stages and benchmarks are skipped with a line saying which.
+result with the same fingerprint is kept; a different one (a retrained checkpoint, another limit,
+a changed snippet) is run again from scratch; a run that was killed resumes. Missing stages and benchmarks are skipped with a line saying which.
 """
 from __future__ import annotations
 

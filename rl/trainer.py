@@ -14,7 +14,7 @@
    scored the same) when there is no KL or auxiliary term: its loss and gradient are exactly zero.
    TRL's loss still runs forward, without gradients, so entropy and clip ratios are logged as
    before; the gradient is an exact zero, as TRL's would be, so AdamW's moments evolve the same.
-   On the CPU default most groups have zero variance, and the backward is ~2/3 of a step's training.
+   On the CPU default most groups have zero variance; a backward costs about twice its forward.
 
 Token faithfulness is TRL's: in the tool loop the next turn's prompt is `prompt_ids +
 completion_ids + tool_suffix_ids` (concatenation, no decode/re-encode of sampled tokens), and the
@@ -66,7 +66,8 @@ class AgentGRPOTrainer(GRPOTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         skip = self.gradient_is_zero(inputs)
-        self._metrics["train"]["backward_skipped"].append(float(skip))  # this process's micro-batches
+        mode = "train" if model.training else "eval"
+        self._metrics[mode]["backward_skipped"].append(float(skip))  # this process's micro-batches
         if not skip:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         with torch.no_grad():
