@@ -18,6 +18,7 @@ import statistics
 from pathlib import Path
 
 from common.errors import UserError, cli_main
+from common.io import iter_jsonl
 
 
 def first_decision_prefix(messages: list[dict]) -> list[dict] | None:
@@ -66,12 +67,12 @@ def main(argv=None) -> None:
     path = Path(args.predictions)
     if not path.is_file():
         raise UserError(f"no predictions file {path}: run agent.run or eval.run first")
+    episodes = [row for _, row in iter_jsonl(path, "one agent.run record {id, messages, ...} per line")]
     from agent.chat import prepare_tokenizer
     from agent.models import load_model
     from agent.tools import SearchTools, tool_functions
 
     model, tokenizer = load_model(args.model, dtype=args.dtype)
-    episodes = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = probe(model.eval(), prepare_tokenizer(tokenizer), tool_functions(SearchTools(None)), episodes)
     print(json.dumps(summary(rows)))
 

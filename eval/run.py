@@ -125,11 +125,13 @@ def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
 
     if job.model not in digests:
         digests[job.model] = checkpoint_digest(job.model)
+    if "agent code" not in digests:  # once per evaluation, not once per job
+        digests["agent code"] = agent_code_hash()
     return {"model": digests[job.model], "questions": file_sha256(job.questions),
             "datastore": None if job.mode == "closed-book" else datastore_digest(job.datastore),
             "mode": job.mode, "prompt": config_hash({"agent": prompt_hash(), "rag": RAG_PROMPT}),
             "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
-            "temperature": 0.0, "dtype": args.dtype, "agent_code": agent_code_hash()}
+            "temperature": 0.0, "dtype": args.dtype, "agent_code": digests["agent code"]}
 
 
 def agent_code_hash() -> str:
