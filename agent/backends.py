@@ -36,8 +36,14 @@ class Sampling:
 
 
 class TransformersBackend:
-    def __init__(self, model, tokenizer, sampling: Sampling, batch_size: int = 16):
+    """`reuse_cache`: keep each conversation's KV cache between turns (agent/turn_cache.py), so a
+    turn prefills only its new tokens; conversations are told apart by the list object passed in."""
+
+    def __init__(self, model, tokenizer, sampling: Sampling, batch_size: int = 16, reuse_cache: bool = True):
+        from agent.turn_cache import TurnCache
+
         self.model, self.tokenizer, self.sampling, self.batch_size = model, tokenizer, sampling, batch_size
+        self.turn_cache = TurnCache(model.config) if reuse_cache else None
         self.model.eval()
 
     def render(self, conversation: list[dict], tools: list | None) -> str:
@@ -54,36 +60,48 @@ class TransformersBackend:
                 results[index] = Completion("", 0, len(row), error=f"context of {len(row)} tokens exceeds {limit}")
             else:
                 runnable.append(index)
+        keys = [id(conversation) for conversation in conversations]
+        if self.turn_cache:
+            self.turn_cache.retain(keys)
         runnable.sort(key=lambda i: len(ids[i]))  # similar lengths share a batch: less padding
         for start in range(0, len(runnable), self.batch_size):
             chunk = runnable[start:start + self.batch_size]
-            for index, completion in zip(chunk, self._generate([ids[i] for i in chunk])):
+            for index, completion in zip(chunk, self._generate([ids[i] for i in chunk], [keys[i] for i in chunk])):
                 results[index] = completion
         return results
 
-    def _generate(self, batch: list[list[int]]) -> list[Completion]:
+    def _generate(self, rows: list[list[int]], keys: list) -> list[Completion]:
         import torch
 
-        pad = self.tokenizer.pad_token_id
-        width = max(len(row) for row in batch)
-        input_ids = torch.tensor([[pad] * (width - len(row)) + row for row in batch])
-        attention = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in batch])
+        from agent.turn_cache import TurnCache, generate_kwarg
+
+        pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
+        batch = (self.turn_cache or TurnCache(None)).batch(rows, keys, pad)
         greedy = self.sampling.temperature <= 0
+        reuse = {generate_kwarg(): batch.cache} if batch.cache is not None else {}
         with torch.no_grad():
             output = self.model.generate(
-                input_ids=input_ids, attention_mask=attention, max_new_tokens=self.sampling.max_new_tokens,
-                do_sample=not greedy, temperature=None if greedy else self.sampling.temperature,
-                top_p=None if greedy else self.sampling.top_p, top_k=None,
-                pad_token_id=pad, eos_token_id=self.tokenizer.eos_token_id)
-        completions = []
-        for row, generated in zip(batch, output[:, width:].tolist()):
-            if self.tokenizer.eos_token_id in generated:
-                generated = generated[:generated.index(self.tokenizer.eos_token_id) + 1]
-            while generated and generated[-1] == pad and pad != self.tokenizer.eos_token_id:
-                generated.pop()
-            text = self.tokenizer.decode(generated, skip_special_tokens=True)
-            completions.append(Completion(text, len(generated), len(row)))
-        return completions
+                input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                max_new_tokens=self.sampling.max_new_tokens, do_sample=not greedy,
+                temperature=None if greedy else self.sampling.temperature,
+                top_p=None if greedy else self.sampling.top_p, top_k=None, pad_token_id=pad, eos_token_id=eos,
+                return_dict_in_generate=True, **reuse)
+        width = batch.input_ids.shape[1]
+        generated = [_trim(tokens, pad, eos) for tokens in output.sequences[:, width:].tolist()]
+        if self.turn_cache:
+            cache = getattr(output, "cache", None) or getattr(output, "past_key_values", None)
+            self.turn_cache.store(keys, rows, batch, generated, output.sequences.shape[1] - width, cache)
+        return [Completion(self.tokenizer.decode(tokens, skip_special_tokens=True), len(tokens), len(row))
+                for row, tokens in zip(rows, generated)]
+
+
+def _trim(generated: list[int], pad: int, eos: int) -> list[int]:
+    """The turn's tokens: up to and including the end of turn, without the batch's padding."""
+    if eos in generated:
+        generated = generated[:generated.index(eos) + 1]
+    while generated and generated[-1] == pad and pad != eos:
+        generated.pop()
+    return generated
 
 
 class VLLMBackend(TransformersBackend):

@@ -69,7 +69,8 @@ def make_backend(args):
         path = resolve_model(args.model)
         return VLLMBackend(path, prepare_tokenizer(AutoTokenizer.from_pretrained(path)), sampling)
     model, tokenizer = load_model(args.model, dtype=args.dtype)
-    return TransformersBackend(model, prepare_tokenizer(tokenizer), sampling, batch_size=args.batch_size)
+    return TransformersBackend(model, prepare_tokenizer(tokenizer), sampling, batch_size=args.batch_size,
+                               reuse_cache=not args.full_prefill)
 
 
 def make_retriever(args):
@@ -151,6 +152,8 @@ def parse_args(argv=None):
     parser.add_argument("--concurrency", type=int, default=8, help="parallel requests for --backend openai")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--full-prefill", action="store_true",
+                        help="re-read the whole conversation every turn instead of keeping its KV cache")
     parser.add_argument("--chunk", type=int, default=64, help="questions per checkpointed batch of episodes")
     parser.add_argument("--limit", type=int, help="only the first N questions")
     parser.add_argument("--max-turns", type=int, default=9, help="assistant turns (tool calls + 1 to answer)")

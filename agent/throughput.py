@@ -1,10 +1,12 @@
-"""Episodes per minute with batching, against the same episodes run one at a time, in one run.
+"""Episodes per minute with batching and with the turn cache, against the same episodes run one at
+a time and with a full prefill every turn, in one run.
 
     python -m agent.throughput --model smollm2-135m --n 32 --batch-size 16
 
-Both passes load the model once, use greedy decoding and the same questions; the batched pass
-runs every episode in lockstep (one batched generate per round), the sequential pass runs each
-episode alone. Writes runs/bench/agent_throughput.{json,md}.
+All passes share the loaded model, greedy decoding and the questions; the batched passes run
+every episode in lockstep (one batched generate per round), the sequential pass runs each episode
+alone; the full-prefill pass re-reads each conversation every turn (agent/turn_cache.py is what it
+saves). Writes runs/bench/agent_throughput.{json,md}.
 """
 from __future__ import annotations
 
@@ -47,23 +49,27 @@ def main(argv=None) -> None:
     questions = read_questions(args.questions, args.n)
     store = Datastore.load(args.datastore)
     model, tokenizer = load_model(args.model)
-    backend = TransformersBackend(model, prepare_tokenizer(tokenizer), Sampling(max_new_tokens=args.max_new_tokens),
-                                  batch_size=args.batch_size)
+    sampling, tokenizer = Sampling(max_new_tokens=args.max_new_tokens), prepare_tokenizer(tokenizer)
+    backend = TransformersBackend(model, tokenizer, sampling, batch_size=args.batch_size)
+    full = TransformersBackend(model, tokenizer, sampling, batch_size=args.batch_size, reuse_cache=False)
     config = EpisodeConfig(max_turns=args.max_turns)
     make_tools = lambda: SearchTools(store)  # noqa: E731
     timed(questions[:2], backend, make_tools, config, one_at_a_time=False)  # warm-up: first-call costs
     seq_s, seq = timed(questions, backend, make_tools, config, one_at_a_time=True)
+    full_s, full_eps = timed(questions, full, make_tools, config, one_at_a_time=False)
+    backend = TransformersBackend(model, tokenizer, sampling, batch_size=args.batch_size)  # counts this pass alone
     bat_s, bat = timed(questions, backend, make_tools, config, one_at_a_time=False)
     tokens = lambda eps: sum(e.tokens_generated for e in eps)  # noqa: E731
-    same = sum(a.prediction == b.prediction and a.turns == b.turns for a, b in zip(seq, bat))
+    same = lambda xs, ys: sum(a.prediction == b.prediction and a.turns == b.turns for a, b in zip(xs, ys))  # noqa: E731
+    arm = lambda secs, eps: {"seconds": round(secs, 1), "episodes_per_min": round(60 * len(eps) / secs, 2),  # noqa: E731
+                             "tokens_per_s": round(tokens(eps) / secs, 1)}
     result = {
         "model": args.model, "episodes": len(questions), "batch_size": args.batch_size,
         "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
-        "sequential": {"seconds": round(seq_s, 1), "episodes_per_min": round(60 * len(seq) / seq_s, 2),
-                       "tokens_per_s": round(tokens(seq) / seq_s, 1)},
-        "batched": {"seconds": round(bat_s, 1), "episodes_per_min": round(60 * len(bat) / bat_s, 2),
-                    "tokens_per_s": round(tokens(bat) / bat_s, 1)},
-        "speedup": round(seq_s / bat_s, 2), "same_outcome": same,
+        "sequential": arm(seq_s, seq), "batched_full_prefill": arm(full_s, full_eps), "batched": arm(bat_s, bat),
+        "speedup": round(seq_s / bat_s, 2), "same_outcome": same(seq, bat),
+        "turn_cache_speedup": round(full_s / bat_s, 2), "turn_cache_same_outcome": same(full_eps, bat),
+        "prompt_tokens_reused": round(backend.turn_cache.reused_tokens / max(backend.turn_cache.prompt_tokens, 1), 3),
     }
     out = runs_dir() / "bench"
     atomic_write_json(out / "agent_throughput.json", result)
@@ -72,9 +78,13 @@ def main(argv=None) -> None:
         f"<= {args.max_new_tokens} new tokens per turn), same process and questions:", "",
         "| mode | seconds | episodes/min | generated tokens/s |", "|---|---|---|---|",
         f"| one at a time | {result['sequential']['seconds']} | {result['sequential']['episodes_per_min']} | {result['sequential']['tokens_per_s']} |",
+        f"| batched ({args.batch_size}), full prefill every turn | {result['batched_full_prefill']['seconds']} | {result['batched_full_prefill']['episodes_per_min']} | {result['batched_full_prefill']['tokens_per_s']} |",
         f"| batched ({args.batch_size}) | {result['batched']['seconds']} | {result['batched']['episodes_per_min']} | {result['batched']['tokens_per_s']} |",
-        "", f"Speedup: {result['speedup']}x. Episodes with the same prediction and turns in both modes: {same}/{len(questions)} "
-        "(left padding changes float rounding, so greedy paths can part).", ""]))
+        "", f"Batching: {result['speedup']}x; episodes with the same prediction and turns as one at a time: "
+        f"{result['same_outcome']}/{len(questions)} (left padding changes float rounding, so greedy paths can part).",
+        f"Turn cache: {result['turn_cache_speedup']}x over a full prefill every turn; same outcome "
+        f"{result['turn_cache_same_outcome']}/{len(questions)}; {result['prompt_tokens_reused']:.0%} of prompt tokens "
+        "read from the cache.", ""]))
     print(open(out / "agent_throughput.md").read())
 
 

@@ -24,7 +24,8 @@ from common.paths import datastore_dir, runs_dir
 from common.recipe import parse_recipe
 
 # what the model sees and how its turns are read: a change here (a snippet, a parser) changes results
-AGENT_CODE = ("agent/tools.py", "agent/chat.py", "agent/episode.py", "agent/backends.py", "datastore/retriever.py")
+AGENT_CODE = ("agent/tools.py", "agent/chat.py", "agent/episode.py", "agent/backends.py", "agent/turn_cache.py",
+              "datastore/retriever.py")
 
 # name -> (questions file under runs/, datastore name); add more in a recipe's extra_benchmarks
 BENCHMARKS = {

@@ -67,6 +67,12 @@ def step_marks():
     return _Marks()
 
 
+def _mean_known(values) -> float | None:
+    """Mean of the measured values; None (shown as n/a) when no run had a step after its first."""
+    known = [v for v in values if v is not None]
+    return round(statistics.mean(known), 1) if known else None
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="SFT throughput: recipe setup vs fp32, same batches.")
     parser.add_argument("--config", default="recipes/smollm2-135m/sft.yaml")
@@ -80,17 +86,18 @@ def main(argv=None) -> None:
             run = one_run(args.config, args.steps, SETUPS[name])
             results[name].append(run)
             print(f"round {round_index + 1}: {name}: {run['tokens_per_s']:.0f} tokens/s "
-                  f"({run['after_first_step_tokens_per_s'] or 0:.0f} after the first step)")
+                  f"({_mean_known([run['after_first_step_tokens_per_s']]) or 'n/a'} after the first step)")
     base = statistics.mean(r["tokens_per_s"] for r in results["fp32, full output layer"])
     summary = {name: {"tokens_per_s": round(statistics.mean(r["tokens_per_s"] for r in runs), 1),
-                      "after_first_step": round(statistics.mean(r["after_first_step_tokens_per_s"] or 0 for r in runs), 1),
+                      "after_first_step": _mean_known(r["after_first_step_tokens_per_s"] for r in runs),
                       "runs": [round(r["tokens_per_s"], 1) for r in runs],
                       "vs_fp32": round(statistics.mean(r["tokens_per_s"] for r in runs) / base, 2)}
                for name, runs in results.items()}
     out = runs_dir() / "bench"
     atomic_write_json(out / "sft_throughput.json", {"config": args.config, "steps": args.steps,
                                                     "rounds": args.rounds, "setups": summary})
-    rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_fp32']}x | {s['after_first_step']} | {', '.join(map(str, s['runs']))} |"
+    rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_fp32']}x | {s['after_first_step'] or 'n/a'} | "
+            f"{', '.join(map(str, s['runs']))} |"
             for name, s in summary.items()]
     table = "\n".join([f"SFT throughput (`python -m sft.bench --config {args.config} --steps {args.steps}`), "
                        f"full fine-tuning, same batches for each setup:", "",

@@ -186,3 +186,43 @@ def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
     assert [json.loads(line)["id"] for line in lines] == ["q0", "q1", "q2"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["overall"]["n"] == 3 and metrics["run"]["n_run_now"] == 1
+
+
+def test_turn_cache_gives_the_same_turns_as_a_full_prefill(tiny):
+    """Greedy turns with each conversation's KV cache kept between turns equal those that re-read
+    the whole conversation, while most of the second turn's prompt comes from the cache."""
+    import copy
+
+    import torch
+
+    from agent.backends import Sampling, TransformersBackend
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = tiny[1]
+    torch.manual_seed(0)  # the tiny model always says "\n": a random one with large weights reads its context
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, initializer_range=0.5, pad_token_id=tokenizer.pad_token_id))
+    questions = ["Where was Ada Voss born?", "Who founded the Kestrel Works, and when?", "When?"]
+    start = [[{"role": "system", "content": "Answer with tools."}, {"role": "user", "content": q}] for q in questions]
+    turns = {}
+    for reuse in (False, True):
+        torch.manual_seed(0)
+        backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens=12), batch_size=2, reuse_cache=reuse)
+        conversations, texts = copy.deepcopy(start), []
+        for turn in range(3):
+            completions = backend.complete(conversations, None)
+            texts.append([c.text for c in completions])
+            if reuse and turn == 0:
+                first_prompts = backend.turn_cache.prompt_tokens
+            for number, (conversation, completion) in enumerate(zip(conversations, completions)):
+                # the re-rendered turn differs from the generated tokens, as a parsed tool call's does
+                conversation.append({"role": "assistant", "content": "Edited: " + completion.text})
+                conversation.append({"role": "user", "content": "tool output " * (number + turn + 1)})
+        turns[reuse] = texts
+    assert turns[True] == turns[False]
+    cache = backend.turn_cache
+    assert cache.reused_tokens > 0.5 * (cache.prompt_tokens - first_prompts)  # turns 2, 3: mostly from the cache
+    backend.complete(conversations[:1], None)
+    assert len(cache.entries) == 1  # finished conversations are forgotten

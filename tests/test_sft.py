@@ -226,3 +226,10 @@ def test_missing_or_empty_trajectories(tmp_path):
     (tmp_path / "m.jsonl").write_text('{"id": "x", "question": "no messages"}\n')
     with pytest.raises(UserError, match="needs a \"messages\" list"):
         read_trajectories(str(tmp_path / "m.jsonl"))
+
+
+def test_bench_averages_only_measured_steady_state_rates():
+    from sft.bench import _mean_known
+
+    assert _mean_known([None, 10.0, 20.0]) == 15.0  # a one-step run has no rate after its first step
+    assert _mean_known([None, None]) is None
