@@ -60,7 +60,7 @@ sft: data
 # the SFT model's sampled pass rate on train_rl, for rl.yaml's pass_rate_file (optional; ~20 min on 2 cores)
 pass-rate: setup
 	$(PY) -m rl.pass_rate --model runs/$(MODEL)/sft/final --questions runs/data/world/questions/train_rl.jsonl \
-		--out runs/$(MODEL)/pass_rate --samples 4 --limit 96 --dtype bfloat16
+		--out runs/$(MODEL)/pass_rate --samples 4 --limit 96 --dtype fast
 
 rl: setup
 	$(PY) -m rl.train --config recipes/$(MODEL)/rl.yaml

@@ -85,14 +85,19 @@ def resolve_model(name_or_path: str) -> str:
 
 
 def load_model(name_or_path: str, dtype="auto"):
-    """Return (model, tokenizer). dtype: "auto" (as saved), "float32", "bfloat16" or a torch dtype."""
+    """Return (model, tokenizer). dtype: "auto" (as saved), "fast" (bfloat16 where the hardware has it,
+    else float32: common/hardware.py), "float32", "bfloat16" or a torch dtype."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from common.hardware import fast_dtype
+
     path = resolve_model(name_or_path)
+    if dtype == "fast":
+        dtype = fast_dtype()
     if isinstance(dtype, str) and dtype != "auto":
         if not isinstance(getattr(torch, dtype, None), torch.dtype):
-            raise UserError(f"unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16")
+            raise UserError(f"unknown dtype {dtype!r}: use auto, fast, float32, bfloat16 or float16")
         dtype = getattr(torch, dtype)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)

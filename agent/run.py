@@ -96,6 +96,12 @@ def score(records: list[dict]) -> dict:
             **{f"by_{key}": breakdown(records, key) for key in ("hops", "type", "pool") if any(r.get(key) is not None for r in records)}}
 
 
+def turn_cache_share(backend) -> float | None:
+    """The share of this run's prompt tokens read from the turn cache instead of prefilled again."""
+    cache = getattr(backend, "turn_cache", None)
+    return round(cache.reused_tokens / cache.prompt_tokens, 3) if cache and cache.prompt_tokens else None
+
+
 def run(args) -> dict:
     questions = read_questions(args.questions, args.limit)  # before anything is created on disk
     out = Path(args.out)
@@ -107,7 +113,7 @@ def run(args) -> dict:
         raise UserError(f"{predictions} holds {len(stale)} questions not in {args.questions}; use a new --out folder")
     todo = [q for q in questions if q["id"] not in done]
     print(f"{len(questions)} questions: {len(done)} already done, {len(todo)} to run")
-    started = time.perf_counter()
+    started, backend = time.perf_counter(), None
     if todo:
         backend, retriever = make_backend(args), make_retriever(args)
         config = EpisodeConfig(args.max_turns, args.max_tool_calls, args.closed_book, args.rag)
@@ -127,7 +133,8 @@ def run(args) -> dict:
                       "datastore": None if args.closed_book else (args.retrieval_url or args.datastore),
                       "closed_book": args.closed_book, "rag": args.rag, "k": args.k, "max_turns": args.max_turns,
                       "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
-                      "seconds_this_run": round(time.perf_counter() - started, 1), "n_run_now": len(todo)}
+                      "seconds_this_run": round(time.perf_counter() - started, 1), "n_run_now": len(todo),
+                      "prompt_tokens_from_turn_cache": turn_cache_share(backend)}
     atomic_write_json(out / "metrics.json", metrics)
     overall = metrics["overall"]
     print(f"EM {overall['em']:.3f}  F1 {overall['f1']:.3f}  answer rate {overall['answer_rate']:.3f}  "

@@ -74,3 +74,16 @@ def parse_recipe(dataclass_types, argv=None):
         return TrlParser(dataclass_types).parse_args_and_config(args)
     except ValueError as exc:
         raise UserError(f"bad recipe or argument: {exc}") from None
+
+
+def parse_training_recipe(dataclass_types, argv=None):
+    """parse_recipe for a training stage whose script arguments (the first dataclass) have `cpu_bf16`:
+    bf16 only where the hardware has it (common/hardware.py). Parsed again with `--bf16 false`
+    rather than patched, because TrainingArguments derives its mixed-precision mode when built."""
+    from common.hardware import fp32_instead_of_bf16
+
+    parsed = parse_recipe(dataclass_types, argv)
+    if fp32_instead_of_bf16(parsed[1], parsed[0].cpu_bf16):
+        args = list(argv) if argv is not None else sys.argv[1:]
+        parsed = parse_recipe(dataclass_types, [*args, "--bf16", "false"])
+    return parsed

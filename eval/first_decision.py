@@ -62,7 +62,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="First-token probabilities at the agent's first decision.")
     parser.add_argument("--model", required=True, help="checkpoint folder or model name")
     parser.add_argument("--predictions", required=True, help="an agent.run predictions.jsonl of that model")
-    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--dtype", default="fast", help="fast: bfloat16 where the CPU has bf16 units, else float32")
     args = parser.parse_args(argv)
     path = Path(args.predictions)
     if not path.is_file():

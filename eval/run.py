@@ -19,6 +19,7 @@ from pathlib import Path
 
 from agent.tools import DEFAULT_K
 from common.errors import UserError, cli_main
+from common.hardware import fast_dtype
 from common.io import atomic_write_json, config_hash, file_sha256
 from common.paths import datastore_dir, runs_dir
 from common.recipe import parse_recipe
@@ -52,8 +53,9 @@ class EvalArguments:
     max_new_tokens: int = 256
     max_turns: int = 9
     batch_size: int = 16
-    dtype: str = field(default="auto", metadata={
-        "help": "weights for generation: auto (as saved), float32, bfloat16 (about 2x faster on CPUs with AMX/AVX512-bf16)"})
+    dtype: str = field(default="fast", metadata={
+        "help": "weights for generation: fast (bfloat16 where the hardware has bf16 units, else float32), auto (as "
+                "saved), float32, bfloat16"})
 
 
 @dataclass
@@ -132,7 +134,7 @@ def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
             "datastore": None if job.mode == "closed-book" else datastore_digest(job.datastore),
             "mode": job.mode, "prompt": config_hash({"agent": prompt_hash(), "rag": RAG_PROMPT}),
             "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
-            "temperature": 0.0, "dtype": args.dtype, "agent_code": digests["agent code"]}
+            "temperature": 0.0, "dtype": fast_dtype() if args.dtype == "fast" else args.dtype, "agent_code": digests["agent code"]}
 
 
 def agent_code_hash() -> str:

@@ -36,7 +36,7 @@ def parse_args(argv=None):
     parser.add_argument("--temperature", type=float, default=1.0, help="RL's rollout temperature")
     parser.add_argument("--max-new-tokens", type=int, default=96, help="RL's max_turn_tokens")
     parser.add_argument("--max-turns", type=int, default=5, help="RL's tool rounds + 1 to answer")
-    parser.add_argument("--dtype", default="auto", help="bfloat16 is ~2x faster on CPUs with bf16 units")
+    parser.add_argument("--dtype", default="fast", help="fast: bfloat16 where the CPU has bf16 units, else float32")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)

@@ -24,7 +24,7 @@ from pathlib import Path
 from agent.tools import DEFAULT_K
 from common.errors import UserError, cli_main
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
-from common.recipe import parse_recipe
+from common.recipe import parse_training_recipe
 from rl.data import load_questions, make_dataset, make_retriever
 
 DEFAULT_MODEL = "runs/smollm2-135m/sft/final"
@@ -53,6 +53,9 @@ class RLScriptArguments:
     overlong_buffer: int = field(default=64, metadata={"help": "`overlong`: linear penalty over the last this many"})
     tool_call_cost: float = field(default=0.05, metadata={"help": "`tool_cost`: penalty per tool call"})
     health_min_answer_rate: float = field(default=0.1, metadata={"help": "warn when the answer rate stays below this"})
+    cpu_bf16: str = field(default="auto", metadata={
+        "help": "auto: on a CPU without bf16 units (AMX / AVX512-BF16) train in fp32 even with bf16 set "
+                "(bf16 is emulated there, ~24x slower); always: keep bf16"})
 
 
 def resolve_start(model_name_or_path: str | None) -> str:
@@ -157,7 +160,7 @@ def main(argv=None) -> None:
     from rl.health import HealthCallback, HealthMonitor
     from rl.rewards import build_rewards
 
-    script, training_args, model_args = parse_recipe((RLScriptArguments, GRPOConfig, ModelConfig), argv)
+    script, training_args, model_args = parse_training_recipe((RLScriptArguments, GRPOConfig, ModelConfig), argv)
     settings = {key: getattr(script, key) for key in ("length_penalty_scope", "target_length", "overlong_max_tokens",
                                                        "overlong_buffer", "tool_call_cost", "max_tool_calls")}
     rewards = build_rewards(script.reward_funcs, training_args.reward_weights, **settings)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from common.errors import UserError, cli_main
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
-from common.recipe import parse_recipe
+from common.recipe import parse_training_recipe
 
 from sft.data import read_trajectories, tokenize_all
 
@@ -32,6 +32,9 @@ class SFTScriptArguments:
     max_examples: int | None = field(default=None, metadata={"help": "use only the first N trajectories"})
     compile_layers: bool = field(default=False, metadata={
         "help": "torch.compile each decoder layer (dynamic shapes): one compile reused by every layer"})
+    cpu_bf16: str = field(default="auto", metadata={
+        "help": "auto: on a CPU without bf16 units (AMX / AVX512-BF16) train in fp32 even with bf16 set "
+                "(bf16 is emulated there, ~24x slower); always: keep bf16"})
 
 
 def build_trainer(script, training_args, model_args, train_set):
@@ -182,7 +185,7 @@ def fingerprints(script, training_args, model_args) -> tuple[str, str]:
 def main(argv=None) -> None:
     from trl import ModelConfig, SFTConfig
 
-    script, training_args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
+    script, training_args, model_args = parse_training_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
     out = Path(training_args.output_dir)
     digest, identity = fingerprints(script, training_args, model_args)
     done = finished_run(out, digest)
