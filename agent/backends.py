@@ -63,7 +63,8 @@ class TransformersBackend:
         keys = [id(conversation) for conversation in conversations]
         if self.turn_cache:
             self.turn_cache.retain(keys)
-        runnable.sort(key=lambda i: len(ids[i]))  # similar lengths share a batch: less padding
+        # rows that prefill similar numbers of tokens share a batch: less padding
+        runnable.sort(key=lambda i: self.turn_cache.new_tokens(keys[i], ids[i]) if self.turn_cache else len(ids[i]))
         for start in range(0, len(runnable), self.batch_size):
             chunk = runnable[start:start + self.batch_size]
             for index, completion in zip(chunk, self._generate([ids[i] for i in chunk], [keys[i] for i in chunk])):

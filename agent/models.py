@@ -85,8 +85,8 @@ def resolve_model(name_or_path: str) -> str:
 
 
 def load_model(name_or_path: str, dtype="auto"):
-    """Return (model, tokenizer). dtype: "auto" (as saved), "fast" (bfloat16 where the hardware has it,
-    else float32: common/hardware.py), "float32", "bfloat16" or a torch dtype."""
+    """Return (model, tokenizer). dtype: "auto" (as saved), "fast" (bfloat16 where the CPU has bf16
+    units, else float32: common/hardware.py), "float32", "bfloat16" or a torch dtype."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

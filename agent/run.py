@@ -157,7 +157,8 @@ def parse_args(argv=None):
     parser.add_argument("--backend", choices=["transformers", "vllm", "openai"], default="transformers")
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint for --backend openai")
     parser.add_argument("--concurrency", type=int, default=8, help="parallel requests for --backend openai")
-    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--dtype", default="fast", help="fast: bfloat16 where the CPU has bf16 units, else float32; "
+                        "auto: as saved")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--full-prefill", action="store_true",
                         help="re-read the whole conversation every turn instead of keeping its KV cache")

@@ -6,11 +6,13 @@ matmuls, and then bf16 is far slower than fp32. Measured on a 2-core AMD EPYC wi
 bf16 autocast (24x slower); a generation forward of the same batch 2.9 s in fp32 against 15.4 s
 with bf16 weights (5.3x slower). On the Intel CPUs with AMX of earlier stops bf16 was 1.4-2x
 faster. So:
-- `dtype: fast` (agent.run, eval) loads bfloat16 weights where they are fast, else float32;
+- `dtype: fast` (agent.run, eval, pass-rate) loads bfloat16 weights where they are fast, else float32;
 - `cpu_bf16: auto` (sft/rl recipes) keeps `bf16: true` on a CPU with bf16 units and trains in
   fp32 on one without, saying so; `cpu_bf16: always` keeps bf16 regardless.
 """
 from __future__ import annotations
+
+import os
 
 CPU_BF16_POLICIES = ("auto", "always")
 
@@ -36,11 +38,8 @@ def on_gpu() -> bool:
 
 
 def fast_dtype() -> str:
-    """bfloat16 where it is fast (a bf16-capable GPU, or a CPU with bf16 units), else float32."""
-    import torch
-
-    if on_gpu():
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    """bfloat16 where the CPU has bf16 units, else float32. For CPU generation only: the transformers
+    backend never moves the model to a GPU (GPUs generate through vLLM, which picks its own dtype)."""
     return "bfloat16" if cpu_has_bf16_units() else "float32"
 
 
@@ -54,5 +53,8 @@ def fp32_instead_of_bf16(training_args, policy: str) -> bool:
     if training_args.bf16 and on_cpu and policy == "auto" and not cpu_has_bf16_units():
         print("this CPU has no bf16 units (AMX / AVX512-BF16), where bf16 autocast is ~24x slower than fp32: "
               "training in fp32 (set cpu_bf16: always to keep bf16)")
+        if os.environ.get("ACCELERATE_MIXED_PRECISION") == "bf16":  # it would win over --bf16 false
+            del os.environ["ACCELERATE_MIXED_PRECISION"]
+            print("(ACCELERATE_MIXED_PRECISION=bf16 is unset for this run)")
         return True
     return False

@@ -66,10 +66,12 @@ def start_or_resume(args) -> None:
     """Samples of another checkpoint, question file or setting are removed, not mixed in."""
     from agent.models import checkpoint_digest
     from agent.run import read_questions
+    from common.hardware import fast_dtype
 
     read_questions(args.questions)  # a missing or malformed file: one clear line, before anything is written
     out = Path(args.out)
     settings = {**vars(args), "model": checkpoint_digest(args.model), "questions": file_sha256(Path(args.questions)),
+                "dtype": fast_dtype() if args.dtype == "fast" else args.dtype,
                 "samples": None, "out": None}  # more samples of the same setup extend the run
     wanted = config_hash(settings)
     stamp = out / "fingerprint.txt"

@@ -141,13 +141,19 @@ def save_final(trainer, model_path: str, out: Path, card: dict) -> None:
         (tmp / "README.md").write_text(MODEL_CARD.format(**card))
 
 
+def script_settings(script) -> dict:
+    """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
+    the bf16 actually used is in the training arguments, so it is left out."""
+    return {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
+
+
 def fingerprints(script, training_args, model_path: str) -> tuple[str, str]:
     """(fingerprint, identity): a finished run with the same fingerprint is not run again; a
     checkpoint with the same identity (the fingerprint without LENGTH_KEYS) may be resumed."""
     from agent.models import checkpoint_digest
 
     questions = Path(script.questions)
-    settings = {"script": asdict(script), "model": model_path, "weights": checkpoint_digest(model_path),
+    settings = {"script": script_settings(script), "model": model_path, "weights": checkpoint_digest(model_path),
                 "questions": file_sha256(questions) if questions.is_file() else None,
                 "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(("logging", "output_dir"))}}
     return run_fingerprints(settings, "grpo")

@@ -94,7 +94,7 @@ def main(argv=None) -> None:
             run = one_run(args.config, args.steps, setups[name])
             results[name].append(run)
             print(f"round {round_index + 1}: {name}: {run['tokens_per_s']:.0f} tokens/s "
-                  f"({_mean_known([run['after_first_step_tokens_per_s']]) or 'n/a'} after the first step)")
+                  f"({_mean_known([run['after_first_step_tokens_per_s']])} after the first step)")
     base = statistics.mean(r["tokens_per_s"] for r in results["fp32, full output layer"])
     summary = {name: {"tokens_per_s": round(statistics.mean(r["tokens_per_s"] for r in runs), 1),
                       "after_first_step": _mean_known(r["after_first_step_tokens_per_s"] for r in runs),
@@ -104,7 +104,7 @@ def main(argv=None) -> None:
     out = runs_dir() / "bench"
     atomic_write_json(out / "sft_throughput.json", {"config": args.config, "steps": args.steps,
                                                     "rounds": args.rounds, "setups": summary})
-    rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_fp32']}x | {s['after_first_step'] or 'n/a'} | "
+    rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_fp32']}x | {'n/a' if s['after_first_step'] is None else s['after_first_step']} | "
             f"{', '.join(map(str, s['runs']))} |"
             for name, s in summary.items()]
     table = "\n".join([f"SFT throughput (`python -m sft.bench --config {args.config} --steps {args.steps}`), "

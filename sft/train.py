@@ -172,12 +172,18 @@ def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:
 NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_tokens_seen", "output_dir", "disable_tqdm")
 
 
+def script_settings(script) -> dict:
+    """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
+    the bf16 actually used is in the training arguments, so it is left out."""
+    return {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
+
+
 def fingerprints(script, training_args, model_args) -> tuple[str, str]:
     """(fingerprint, identity): a finished run with the same fingerprint is not run again; a
     checkpoint with the same identity (the fingerprint without LENGTH_KEYS) may be resumed."""
     data = Path(script.trajectories)
     data = data / "trajectories.jsonl" if data.is_dir() else data
-    settings = {"script": asdict(script), "model": asdict(model_args), "data": file_sha256(data) if data.is_file() else None,
+    settings = {"script": script_settings(script), "model": asdict(model_args), "data": file_sha256(data) if data.is_file() else None,
                 "train": {k: v for k, v in training_args.to_dict().items() if not k.startswith(NOT_IN_FINGERPRINT)}}
     return run_fingerprints(settings, "train")
 

@@ -190,14 +190,14 @@ def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
 
 def test_turn_cache_gives_the_same_turns_as_a_full_prefill(tiny):
     """Greedy turns with each conversation's KV cache kept between turns equal those that re-read
-    the whole conversation, while most of the second turn's prompt comes from the cache."""
+    the whole conversation, while most of the later turns' prompts come from the cache; with a
+    memory budget that holds two, then one, then none, batches mix cached and uncached rows, same turns."""
     import copy
 
     import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     from agent.backends import Sampling, TransformersBackend
-
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = tiny[1]
     torch.manual_seed(0)  # the tiny model always says "\n": a random one with large weights reads its context
@@ -206,23 +206,28 @@ def test_turn_cache_gives_the_same_turns_as_a_full_prefill(tiny):
         num_attention_heads=4, num_key_value_heads=2, initializer_range=0.5, pad_token_id=tokenizer.pad_token_id))
     questions = ["Where was Ada Voss born?", "Who founded the Kestrel Works, and when?", "When?"]
     start = [[{"role": "system", "content": "Answer with tools."}, {"role": "user", "content": q}] for q in questions]
-    turns = {}
-    for reuse in (False, True):
-        torch.manual_seed(0)
-        backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens=12), batch_size=2, reuse_cache=reuse)
+    turns, caches = {}, {}
+    for mode, budget in (("full", None), ("cache", 1 << 30), ("small", 40_000)):
+        backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens=12), batch_size=2,
+                                      reuse_cache=budget is not None)
+        if budget:
+            backend.turn_cache.max_bytes = budget  # an entry here is ~18 KB after turn 1, ~50 KB after turn 3
         conversations, texts = copy.deepcopy(start), []
         for turn in range(3):
             completions = backend.complete(conversations, None)
             texts.append([c.text for c in completions])
-            if reuse and turn == 0:
+            if budget and turn == 0:
                 first_prompts = backend.turn_cache.prompt_tokens
             for number, (conversation, completion) in enumerate(zip(conversations, completions)):
                 # the re-rendered turn differs from the generated tokens, as a parsed tool call's does
                 conversation.append({"role": "assistant", "content": "Edited: " + completion.text})
                 conversation.append({"role": "user", "content": "tool output " * (number + turn + 1)})
-        turns[reuse] = texts
-    assert turns[True] == turns[False]
-    cache = backend.turn_cache
-    assert cache.reused_tokens > 0.5 * (cache.prompt_tokens - first_prompts)  # turns 2, 3: mostly from the cache
+        turns[mode], caches[mode] = texts, (backend.turn_cache, first_prompts if budget else None)
+    assert turns["cache"] == turns["full"] and turns["small"] == turns["full"]
+    cache, first = caches["cache"]
+    assert cache.reused_tokens > 0.5 * (cache.prompt_tokens - first)  # turns 2, 3: mostly from the cache
+    small, _ = caches["small"]
+    assert 0 < small.reused_tokens < cache.reused_tokens
+    assert sum(k.nbytes + v.nbytes for e in small.entries.values() for k, v in e.layers) <= 40_000
     backend.complete(conversations[:1], None)
-    assert len(cache.entries) == 1  # finished conversations are forgotten
+    assert len(backend.turn_cache.entries) <= 1  # finished conversations are forgotten
