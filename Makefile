@@ -18,7 +18,7 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data sft pass-rate rl rl-nolen eval tables agent-run bench-retrieval bench-agent bench-sft serve test test-slow clean
+.PHONY: all setup world datastore data sft pass-rate rl rl-nolen eval tables agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow clean
 
 all: setup datastore data sft rl eval tables
 
@@ -87,6 +87,10 @@ agent-run: setup
 
 bench-agent: data
 	$(PY) -m agent.throughput --model $(MODEL)
+
+# does the fact reach the agent? search snippets and find outputs on the world's facts, no model
+bench-tools: datastore
+	$(PY) -m eval.tool_exposure --world runs/data/world --datastore world --n 300
 
 bench-retrieval: setup
 	$(PY) -m datastore.bench

@@ -69,15 +69,15 @@ class SearchTools:
         return text
 
     def find(self, doc_id: str, text: str) -> str:
-        """Find the sentences of a document that contain some words.
+        """Find the two sentences of a document that best match some words: those containing them, else the closest in meaning.
 
         Args:
             doc_id: A document id from the search results.
-            text: The words to look for.
+            text: The words to look for, such as what you need to know.
         """
         lines = self._retriever.find(doc_id, text)
         self.log.opened.append(doc_id)
-        return "\n".join(lines) if lines else f"No sentence of [{doc_id}] contains {text!r}."
+        return "\n".join(lines) if lines else f"No sentence of [{doc_id}] matches {text!r}."
 
     def _call(self, name: str, arguments: dict) -> str:
         """Run one parsed call; any failure becomes a message for the model, never an exception."""

@@ -219,7 +219,9 @@ def inputs_manifest(args, retriever) -> dict:
     keys = ("k", "method", "seed", "p_extra", "p_question", "max_turns", "max_tool_calls", "limit", "teacher_url",
             "teacher_model", "samples", "temperature", "top_p", "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
-    sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__))  # a changed oracle rebuilds
+    # a changed oracle, or tools that answer differently (snippets, find), rebuild
+    sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__), Path(inspect.getfile(SearchTools)),
+               Path(inspect.getfile(type(retriever))))
     code = "".join(file_sha256(path) for path in sources)
     inputs = {"questions": file_sha256(args.questions), "datastore": retriever.manifest.get("inputs"),
               "datastore_config": retriever.manifest.get("config"), "prompt": prompt_hash(),

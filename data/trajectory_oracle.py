@@ -279,7 +279,9 @@ class Oracle:
         seen = shows(doc, line)
         if seen and self.rng.random() >= self.extra:
             return
-        texts = list(T.FIND_WORDS.get(key, [])) if doc == known else [self.world.entities[known]["name"]]
+        # on its own page: the page's words, or the asker's ones (find also ranks by meaning)
+        own = list(dict.fromkeys(T.FIND_WORDS.get(key, []) + T.REL_WORDS[key]))
+        texts = own if doc == known else [self.world.entities[known]["name"]]
         self.rng.shuffle(texts)
         good = [t for t in texts if shows(doc, line, "\n".join(self.retriever.find(doc, t)))]
         if good and self.rng.random() < 0.5:

@@ -71,6 +71,12 @@ class DenseIndex:
         index = faiss.read_index(str(Path(folder) / "index.faiss"))
         return cls(index, load_encoder(meta["model"]), meta["model"])
 
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.embed(self.encoder, [text], show_progress=False)[0]
+
+    def embed_many(self, texts: list[str]) -> np.ndarray:
+        return self.embed(self.encoder, texts, show_progress=False)
+
     def search_batch(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         vectors = self.embed(self.encoder, queries, show_progress=False)
         scores, rows = self.index.search(vectors, min(k, self.index.ntotal))

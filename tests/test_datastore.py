@@ -50,6 +50,9 @@ def test_open_pages_and_find(bm25_store):
     assert "bridges" in last
     assert bm25_store.find("ada", "BORN") == ["She was born in Kestrel in 1871."]
     assert bm25_store.find("bram", "zebra") == []
+    # no dense index: sentences sharing the most words, at most two, in the page's order
+    assert bm25_store.find("kestrel-city", "when founded") == ["It was founded in 1611."]
+    assert bm25_store.find("ada", "she liked") == ["She liked bridges."] * 2  # 150 sentences match
 
 
 @pytest.mark.parametrize("call, message", [
@@ -142,3 +145,21 @@ def test_dense_and_hybrid(runs, corpus):
     bm25_ids = [h.doc_id for h in store.search("Kestrel", 5, "bm25")]
     dense_ids = [h.doc_id for h in store.search("Kestrel", 5, "dense")]
     assert set(h.doc_id for h in store.search("Kestrel", 5, "hybrid")) <= set(bm25_ids) | set(dense_ids)
+
+
+def test_find_and_snippets_rank_sentences_by_meaning(runs, corpus):
+    pytest.importorskip("sentence_transformers")
+    build(DatastoreConfig(name="dense", corpus=str(corpus), retrievers=["bm25", "dense"]), progress=False)
+    store = Datastore.load("dense")
+    assert "Its population is 80,000." in store.find("kestrel-city", "inhabitants")
+    assert "She was born in Kestrel in 1871." in store.find("ada", "birthplace")
+    assert store.find("kestrel-co", "founder") == store.find("kestrel-co", "founder")  # cached vectors agree
+    # snippets: the sentence closest to what is asked (the query's words the first sentence lacks)
+    def snippet(query, doc_id):
+        return {hit.doc_id: hit.snippet for hit in store.search(query, 5, "bm25")}[doc_id]
+    assert snippet("Kestrel inhabitants", "kestrel-city") == "Kestrel is a city in Norvania. ... Its population is 80,000."
+    assert snippet("Norvania money", "norvania") == "Norvania is a country. ... Its currency is the crown."
+    assert snippet("Norvania", "norvania") == "Norvania is a country. ... Its capital is Kestrel."  # nothing asked
+    # a literal match outranks a closer meaning, and a find never floods the context
+    assert store.find("ada", "bridges") == ["She liked bridges."] * 2
+    assert len(store.find("norvania", "money")) == 2

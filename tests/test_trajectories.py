@@ -255,3 +255,21 @@ def test_teacher_keeps_correct_samples_and_resumes(setup):
         assert row["origin"] == "teacher:fake" and TJ.replay(row, store) == []
     samples = (root / "teacher.teacher" / "predictions.jsonl").read_text().splitlines()
     assert len(samples) == 6 * 2 and sum(best_em(r["prediction"], r["answers"]) for r in map(json.loads, samples)) == 6
+
+
+def test_tool_exposure_counts_what_the_tools_show(setup, tmp_path):
+    from eval import tool_exposure as TE
+
+    root, store, _ = setup
+    facts = TE.sample_facts(TJ.WorldIndex(root / "world"), 30, seed=0)
+    assert len(facts) == 30 and all(store.document(f["subject"]) for f in facts)
+    results = TE.measure(store, facts, DEFAULT_K)
+    rate = {name: r["rate"] for name, r in results.items()}
+    assert rate["search, bare name: page in top 3"] >= 0.9
+    for kind in ("page words", "asker words"):
+        assert rate[f"find, {kind}: datastore find"] >= rate[f"find, {kind}: literal match"]
+    assert rate["find, page words: literal match"] > rate["find, asker words: literal match"]
+    TE.main(["--world", str(root / "world"), "--datastore", str(root / "datastore"), "--n", "5",
+             "--out", str(tmp_path / "exposure")])
+    assert json.loads((tmp_path / "exposure.json").read_text())["results"]
+    assert "| check | shown | n | rate |" in (tmp_path / "exposure.md").read_text()
