@@ -216,7 +216,8 @@ class Searcher:
                    mininterval=2.0, file=sys.stderr)
         for i in range(0, len(todo), 256):
             chunk = todo[i:i + 256]
-            for q, hits in zip(chunk, self.store.search_batch(chunk, k=self.k, method=self.method)):
+            hits_of = self.store.search_batch(chunk, k=self.k, method=self.method, snippets_by_meaning=False)
+            for q, hits in zip(chunk, hits_of):
                 self.cache[q] = [h.doc_id for h in hits]
             bar.update(len(chunk))
         bar.close()

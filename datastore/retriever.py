@@ -35,10 +35,14 @@ _WORD = re.compile(r"\w+")
 # page often lacks ("married", "inhabitants"); the best two by meaning hold the fact ~85% of the
 # time in the synthetic world, a literal match alone ~20% (python -m eval.tool_exposure).
 FIND_SENTENCES = 2
+# not evidence that a sentence is about what a find asks ("married to", "who is")
+_FUNCTION_WORDS = frozenset("a an the of to in on at by for from with and or is was are were be who what "
+                            "which where when how did does do has have had his her its their it this that there as".split())
 # snippets by meaning cost an embedding of each new passage's sentences (~50 ms on 2 cores), so
 # only the first hits get them (the agent and naive RAG read 3); deeper hits rank by shared words
 MEANING_SNIPPET_HITS = 5
-VECTOR_CACHE = 4096  # sentence vectors of documents and of passages, and of query texts, kept
+VECTOR_CACHE = 4096  # passages' sentence vectors (a passage is short) and query texts' vectors, kept
+DOCUMENT_VECTOR_CACHE = 256  # whole documents can be long (hundreds of sentences)
 
 
 class Hit(NamedTuple):
@@ -109,7 +113,7 @@ class Datastore:
         self._indexes: dict[str, object] = {}
         self._lock = threading.Lock()
         # an episode finds in the same page more than once, and the oracle tries several words
-        self._sentence_vectors = functools.lru_cache(maxsize=VECTOR_CACHE)(self._sentence_vectors_uncached)
+        self._sentence_vectors = functools.lru_cache(maxsize=DOCUMENT_VECTOR_CACHE)(self._sentence_vectors_uncached)
         self._text_vector = functools.lru_cache(maxsize=VECTOR_CACHE)(self._text_vector_uncached)
         self._passage_vectors = functools.lru_cache(maxsize=VECTOR_CACHE)(self._passage_vectors_uncached)
         self.retrievers = list(manifest["config"]["retrievers"])
@@ -176,14 +180,17 @@ class Datastore:
     def search(self, query: str, k: int = 5, method: str | None = None) -> list[Hit]:
         return self.search_batch([query], k, method)[0]
 
-    def search_batch(self, queries: list[str], k: int = 5, method: str | None = None) -> list[list[Hit]]:
+    def search_batch(self, queries: list[str], k: int = 5, method: str | None = None,
+                     snippets_by_meaning: bool = True) -> list[list[Hit]]:
+        """`snippets_by_meaning=False` for callers that only want the ranking (it skips embedding
+        the hits' sentences)."""
         if not isinstance(queries, list) or not 1 <= len(queries) <= MAX_BATCH:
             raise RetrievalError(f"send a list of 1 to {MAX_BATCH} queries")
         queries = [self._check_query(q) for q in queries]
         k, method = self._check_k(k), self._check_method(method)
         depth = min(max(3 * k, 30), len(self.passages))  # passages per doc are deduplicated below
         rankings = self._rank(queries, depth, method)
-        return [self._hits(query, ranking, k) for query, ranking in zip(queries, rankings)]
+        return [self._hits(query, ranking, k, snippets_by_meaning) for query, ranking in zip(queries, rankings)]
 
     def _rank(self, queries: list[str], depth: int, method: str) -> list[list[tuple[int, float]]]:
         if method in ("bm25", "dense"):
@@ -193,16 +200,15 @@ class Datastore:
         dense = self._rank(queries, depth, "dense")
         return [rrf_fuse([[r for r, _ in a], [r for r, _ in b]]) for a, b in zip(sparse, dense)]
 
-    def _hits(self, query: str, ranking: list[tuple[int, float]], k: int) -> list[Hit]:
+    def _hits(self, query: str, ranking: list[tuple[int, float]], k: int, by_meaning: bool = True) -> list[Hit]:
         hits, seen = [], set()
         for row, score in ranking:
             passage = self.passages[row]
             if passage["doc_id"] in seen:
                 continue
             seen.add(passage["doc_id"])
-            by_meaning = len(hits) < MEANING_SNIPPET_HITS
-            snippet = make_snippet(passage["text"], query, self.snippet_chars,
-                                   self._closeness_in_passage(row) if by_meaning else None)
+            closeness = self._closeness_in_passage(row) if by_meaning and len(hits) < MEANING_SNIPPET_HITS else None
+            snippet = make_snippet(passage["text"], query, self.snippet_chars, closeness)
             hits.append(Hit(passage["doc_id"], passage["title"], snippet, round(score, 4)))
             if len(hits) == k:
                 break
@@ -222,17 +228,20 @@ class Datastore:
 
     def find(self, doc_id: str, text: str) -> list[str]:
         """The FIND_SENTENCES sentences of a document that best match `text`, in document order:
-        those containing it literally first, then the closest in meaning (dense encoder) or, in a
-        datastore without one, those sharing most of its words; none when nothing matches."""
+        those containing it literally first, then the closest in meaning (dense encoder; so with
+        a dense index there is always an answer), or, in a datastore without one, those sharing
+        most of its content words (none when no word is shared)."""
         row = self._row_of(doc_id)
         needle = self._check_query(text)
         sentences = self._sentences(row)
+        if not sentences:
+            return []
         literal = [float(needle.lower() in s.lower()) for s in sentences]
         if "dense" in self.retrievers:
             closeness = self._sentence_vectors(row) @ self._text_vector(needle)
             candidates = range(len(sentences))
         else:
-            words = set(_WORD.findall(needle.lower()))
+            words = set(_WORD.findall(needle.lower())) - _FUNCTION_WORDS
             closeness = [len(words & set(_WORD.findall(s.lower()))) for s in sentences]
             candidates = [i for i in range(len(sentences)) if literal[i] or closeness[i]]
         ranked = sorted(candidates, key=lambda i: (-literal[i], -closeness[i], i))

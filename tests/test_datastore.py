@@ -52,6 +52,7 @@ def test_open_pages_and_find(bm25_store):
     assert bm25_store.find("bram", "zebra") == []
     # no dense index: sentences sharing the most words, at most two, in the page's order
     assert bm25_store.find("kestrel-city", "when founded") == ["It was founded in 1611."]
+    assert bm25_store.find("kestrel-city", "who is in it") == []  # function words are no evidence
     assert bm25_store.find("ada", "she liked") == ["She liked bridges."] * 2  # 150 sentences match
 
 
@@ -147,10 +148,12 @@ def test_dense_and_hybrid(runs, corpus):
     assert set(h.doc_id for h in store.search("Kestrel", 5, "hybrid")) <= set(bm25_ids) | set(dense_ids)
 
 
-def test_find_and_snippets_rank_sentences_by_meaning(runs, corpus):
+def test_find_and_snippets_rank_sentences_by_meaning(runs, tmp_path):
     pytest.importorskip("sentence_transformers")
+    corpus = write_corpus(tmp_path / "corpus.jsonl", DOCS + [{"id": "blank", "title": "Blank", "text": " "}])
     build(DatastoreConfig(name="dense", corpus=str(corpus), retrievers=["bm25", "dense"]), progress=False)
     store = Datastore.load("dense")
+    assert store.find("blank", "anything") == []
     assert "Its population is 80,000." in store.find("kestrel-city", "inhabitants")
     assert "She was born in Kestrel in 1871." in store.find("ada", "birthplace")
     assert store.find("kestrel-co", "founder") == store.find("kestrel-co", "founder")  # cached vectors agree
