@@ -84,7 +84,7 @@ def make_retriever(args):
 
 
 def score(records: list[dict]) -> dict:
-    from eval.metrics import best_em, best_f1, breakdown, evidence_recall, summarize
+    from eval.metrics import answer_shown, best_em, best_f1, breakdown, evidence_recall, summarize
 
     for record in records:
         record["em"] = best_em(record["prediction"], record["answers"])
@@ -92,6 +92,7 @@ def score(records: list[dict]) -> dict:
         record["answered"] = record["prediction"] is not None
         gold = record.get("gold_doc_ids") or []
         record["evidence_recall"] = evidence_recall(gold, record["retrieved"] + record["opened"]) if gold else None
+        record["answer_shown"] = answer_shown(record["answers"], record.get("messages") or [])
     return {"overall": summarize(records),
             **{f"by_{key}": breakdown(records, key) for key in ("hops", "type", "pool") if any(r.get(key) is not None for r in records)}}
 

@@ -94,6 +94,13 @@ def evidence_recall(gold_doc_ids: Iterable[str], retrieved_doc_ids: Iterable[str
     return len(gold & seen) / len(gold)
 
 
+def answer_shown(answers: Iterable[str], messages: list[dict]) -> bool:
+    """Did a tool output show a gold answer (normalized, whole words)? An agent cannot copy what
+    never reached its context: EM among the episodes where it did measures reading alone."""
+    shown = " ".join(normalize_answer(str(m.get("content") or "")) for m in messages if m.get("role") == "tool")
+    return any(f" {gold} " in f" {shown} " for gold in map(normalize_answer, answers) if gold)
+
+
 def _mean(values: list) -> float | None:
     values = [float(v) for v in values if v is not None]
     return sum(values) / len(values) if values else None
@@ -104,7 +111,8 @@ def aggregate(records: list[dict]) -> dict:
 
     Each mean is taken over the records that carry the key (None when none do);
     `valid_tool_call_rate` is valid calls / all calls over every episode (None without calls);
-    `evidence_recall` ignores questions without gold documents.
+    `evidence_recall` ignores questions without gold documents; `answer_shown`: the share of
+    episodes where a tool output showed a gold answer, `em_when_shown` the EM among them.
     """
     records = list(records)
     calls = sum(int(r.get("tool_calls") or 0) for r in records)
@@ -118,6 +126,8 @@ def aggregate(records: list[dict]) -> dict:
         "tool_calls": _mean([r.get("tool_calls") for r in records]),
         "tokens_generated": _mean([r.get("tokens_generated") for r in records]),
         "evidence_recall": _mean([r.get("evidence_recall") for r in records]),
+        "answer_shown": _mean([r.get("answer_shown") for r in records]),
+        "em_when_shown": _mean([r.get("em") for r in records if r.get("answer_shown")]),
     }
 
 

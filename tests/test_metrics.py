@@ -1,7 +1,7 @@
 """Answer metrics pinned to the official HotpotQA script's behaviour on its edge cases."""
 import pytest
 
-from eval.metrics import (aggregate, best_em, best_f1, breakdown, evidence_recall, exact_match,
+from eval.metrics import (aggregate, answer_shown, best_em, best_f1, breakdown, evidence_recall, exact_match,
                           extract_answer, f1_score, normalize_answer)
 
 
@@ -93,11 +93,20 @@ def test_evidence_recall():
     assert evidence_recall([], ["d1"]) is None
 
 
+def test_answer_shown_in_tool_outputs_only():
+    messages = [{"role": "user", "content": "Who married Ada Voss?"},
+                {"role": "assistant", "content": "Ada Voss married Bram Ollen."},
+                {"role": "tool", "content": "[ada] Ada Voss: She married The Bram Ollen in 1871."}]
+    assert answer_shown(["Bram Ollen"], messages) and answer_shown(["x", "1871"], messages)
+    assert not answer_shown(["Ada Voss married"], messages[:2])            # the model's own words do not count
+    assert not answer_shown(["187"], messages) and not answer_shown([""], messages)  # whole words only
+
+
 RECORDS = [
     {"em": 1.0, "f1": 1.0, "answered": True, "tool_calls": 3, "valid_tool_calls": 2,
-     "tokens_generated": 100, "evidence_recall": 1.0, "hops": 2, "type": "bridge"},
+     "tokens_generated": 100, "evidence_recall": 1.0, "hops": 2, "type": "bridge", "answer_shown": True},
     {"em": 0.0, "f1": 0.5, "answered": True, "tool_calls": 1, "valid_tool_calls": 1,
-     "tokens_generated": 50, "evidence_recall": None, "hops": 2, "type": "comparison"},
+     "tokens_generated": 50, "evidence_recall": None, "hops": 2, "type": "comparison", "answer_shown": True},
     {"em": 0.0, "f1": 0.0, "answered": False, "tool_calls": 0, "valid_tool_calls": 0,
      "tokens_generated": 30, "evidence_recall": 0.5, "hops": 3, "type": "bridge"},
 ]
@@ -113,6 +122,8 @@ def test_aggregate():
     assert result["tool_calls"] == pytest.approx(4 / 3)
     assert result["tokens_generated"] == pytest.approx(60)
     assert result["evidence_recall"] == pytest.approx(0.75)         # the None is ignored
+    assert result["answer_shown"] == pytest.approx(1.0)             # the record without the key is ignored
+    assert result["em_when_shown"] == pytest.approx(0.5)
 
 
 def test_aggregate_empty_and_no_calls():
