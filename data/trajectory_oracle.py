@@ -39,6 +39,12 @@ def cap(sentence: str) -> str:
     return sentence[:1].upper() + sentence[1:]
 
 
+def word_key(world: "WorldIndex", subject: str, relation: str) -> str:
+    """The key of trajectory_text's word lists for a relation (a university lies in a city)."""
+    is_uni = world.entities[subject]["type"] == "university"
+    return "located_in_uni" if relation == "located_in" and is_uni else relation
+
+
 class WorldIndex:
     """entities.jsonl and facts.jsonl of a world (data/world.py), keyed for the oracle."""
 
@@ -302,8 +308,7 @@ class Oracle:
 
     # ---- helpers -------------------------------------------------------------------------------
     def _key(self, subject: str, relation: str) -> str:
-        is_uni = self.world.entities[subject]["type"] == "university"
-        return "located_in_uni" if relation == "located_in" and is_uni else relation
+        return word_key(self.world, subject, relation)
 
     def _surface_in_question(self, entity_id: str, text: str) -> str:
         entity = self.world.entities[entity_id]

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
 from pathlib import Path
+
+from tqdm import tqdm
 
 from agent.tools import DEFAULT_K
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json, atomic_write_text
 from data import trajectory_text as T
-from data.trajectory_oracle import WorldIndex, visible
-from datastore.retriever import Datastore, make_snippet
-
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+from data.trajectory_oracle import WorldIndex, visible, word_key
+from datastore.retriever import Datastore, make_snippet, split_sentences
 
 
 def sample_facts(world: WorldIndex, n: int, seed: int) -> list[dict]:
@@ -37,7 +36,7 @@ def sample_facts(world: WorldIndex, n: int, seed: int) -> list[dict]:
     facts = []
     for fact in world.facts.values():
         subject = world.entities[fact["subject"]]
-        key = "located_in_uni" if fact["relation"] == "located_in" and subject["type"] == "university" else fact["relation"]
+        key = word_key(world, fact["subject"], fact["relation"])
         if fact["subject"] in fact["stated_in"] and key in T.REL_WORDS:
             target = world.entities[fact["object"]]["name"] if "object" in fact else fact["surface"]
             facts.append({"subject": fact["subject"], "name": subject["name"], "key": key, "target": target})
@@ -46,7 +45,7 @@ def sample_facts(world: WorldIndex, n: int, seed: int) -> list[dict]:
 
 
 def literal_find(store: Datastore, doc_id: str, text: str) -> list[str]:
-    return [s for s in _SENTENCE.split(store.document(doc_id)["text"]) if text.lower() in s.lower()]
+    return [s for s in split_sentences(store.document(doc_id)["text"]) if text.lower() in s.lower()]
 
 
 def measure(store: Datastore, facts: list[dict], k: int) -> dict[str, dict]:
@@ -57,7 +56,7 @@ def measure(store: Datastore, facts: list[dict], k: int) -> dict[str, dict]:
         counts[name][0] += ok
         counts[name][1] += 1
 
-    for fact in _progress(facts):
+    for fact in tqdm(facts, desc="facts", unit="fact"):
         name, key, target = fact["name"], fact["key"], fact["target"]
         queries = {"bare name": name, "name + relation word": f"{name} {T.REL_WORDS[key][0]}",
                    "short question": T.QUESTION_QUERIES[key][0].format(n=name)}
@@ -73,12 +72,6 @@ def measure(store: Datastore, facts: list[dict], k: int) -> dict[str, dict]:
                 count(f"find, {kind}: literal match", visible(target, " ".join(literal_find(store, fact["subject"], word))))
                 count(f"find, {kind}: datastore find", visible(target, " ".join(store.find(fact["subject"], word))))
     return {name: {"shown": shown, "n": n, "rate": round(shown / n, 3)} for name, (shown, n) in counts.items()}
-
-
-def _progress(items):
-    from tqdm import tqdm
-
-    return tqdm(items, desc="facts", unit="fact")
 
 
 def to_markdown(results: dict, args) -> str:
