@@ -56,7 +56,7 @@ class Episode:
             "answers": self.question.get("answers", []), "prediction": self.prediction, "finish": self.finish,
             "tokens_generated": self.tokens_generated, "context_tokens": self.context_tokens,
             "turns": self.turns, "tool_calls": log.n_calls if log else 0,
-            "valid_tool_calls": log.n_valid if log else 0,
+            "valid_tool_calls": log.n_valid if log else 0, "repeated_tool_calls": log.n_repeated if log else 0,
             "retrieved": log.retrieved if log else [], "opened": log.opened if log else [],
             "seconds": round(self.seconds, 3), "error": self.error, "messages": self.messages,
             **{key: self.question.get(key) for key in ("hops", "type", "pool", "split", "source", "gold_doc_ids")},

@@ -4,7 +4,9 @@
 rollout, exposes its public methods (their type hints and docstrings become the tool schema in
 the chat template) and calls `reset` between rollouts. It records what the episode did (calls,
 documents seen) for metrics and rewards. A bad call never raises: it returns an error string
-for the model to read and is counted.
+for the model to read and is counted. So does a call repeated with the same arguments: its result
+could only be the one already in the context, and greedy small models loop on it (stop 15: 15 of 40
+SFT test episodes spent their budget repeating one `find`).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from datastore.retriever import RetrievalError
 
 @dataclass
 class ToolLog:
-    calls: list[dict] = field(default_factory=list)  # {"name", "arguments", "ok"}
+    calls: list[dict] = field(default_factory=list)  # {"name", "arguments", "ok"} (+ "repeat": True)
     retrieved: list[str] = field(default_factory=list)  # doc ids shown in search results, in order
     opened: list[str] = field(default_factory=list)
 
@@ -26,6 +28,13 @@ class ToolLog:
     @property
     def n_valid(self) -> int:
         return sum(call["ok"] for call in self.calls)
+
+    @property
+    def n_repeated(self) -> int:
+        return sum(bool(call.get("repeat")) for call in self.calls)
+
+    def made(self, name: str, arguments: dict) -> bool:
+        return any(call["name"] == name and call["arguments"] == arguments for call in self.calls)
 
 
 # Hits per search, as the agent sees them (Search-R1's default too): every hit costs the policy
@@ -81,6 +90,10 @@ class SearchTools:
 
     def _call(self, name: str, arguments: dict) -> str:
         """Run one parsed call; any failure becomes a message for the model, never an exception."""
+        if self.log.made(name, arguments):
+            self.log.calls.append({"name": name, "arguments": arguments, "ok": False, "repeat": True})
+            return (f"Error: you already called {name} with these arguments; its result is above. "
+                    "Answer from it, or call a tool with other arguments.")
         try:
             result = getattr(self, name)(**arguments)
             ok = True

@@ -110,7 +110,8 @@ def aggregate(records: list[dict]) -> dict:
     """Means over per-question records: em, f1, answer_rate, valid_tool_call_rate, ...
 
     Each mean is taken over the records that carry the key (None when none do);
-    `valid_tool_call_rate` is valid calls / all calls over every episode (None without calls);
+    `valid_tool_call_rate` is valid calls / all calls over every episode (None without calls; a call
+    repeated with the same arguments is refused, so not valid; `repeated_calls` counts them);
     `evidence_recall` ignores questions without gold documents; `answer_shown`: the share of
     episodes where a tool output showed a gold answer, `em_when_shown` the EM among them.
     """
@@ -124,6 +125,7 @@ def aggregate(records: list[dict]) -> dict:
         "answer_rate": _mean([r.get("answered") for r in records]),
         "valid_tool_call_rate": valid / calls if calls else None,
         "tool_calls": _mean([r.get("tool_calls") for r in records]),
+        "repeated_calls": _mean([r.get("repeated_tool_calls") for r in records]),
         "tokens_generated": _mean([r.get("tokens_generated") for r in records]),
         "evidence_recall": _mean([r.get("evidence_recall") for r in records]),
         "answer_shown": _mean([r.get("answer_shown") for r in records]),

@@ -135,12 +135,25 @@ def test_budget_and_no_answer(store):
     episode = run_episodes([{"id": "q", "question": "?"}], looping, lambda: SearchTools(store),
                            EpisodeConfig(max_turns=3), progress=False)[0]
     assert episode.finish == "budget" and episode.turns == 3 and episode.prediction is None
-    capped = run_episodes([{"id": "q", "question": "?"}], looping, lambda: SearchTools(store),
+    searching = ScriptedBackend([call("search", query=f"Kestrel {n}") for n in range(10)])
+    capped = run_episodes([{"id": "q", "question": "?"}], searching, lambda: SearchTools(store),
                           EpisodeConfig(max_turns=5, max_tool_calls=2), progress=False)[0]
     assert capped.tools.log.n_valid == 2 and "budget of 2 tool calls" in capped.messages[-1]["content"]
     chatty = run_episodes([{"id": "q", "question": "?"}], ScriptedBackend(["I think it is Kestrel."]),
                           lambda: SearchTools(store), EpisodeConfig(), progress=False)[0]
     assert chatty.finish == "no_answer" and chatty.prediction is None
+
+
+def test_a_repeated_call_is_refused_and_counted(store):
+    script = [call("search", query="Ada Voss"), call("find", doc_id="ada", text="born"),
+              call("find", doc_id="ada", text="born"), call("search", query="Ada Voss"),
+              call("find", doc_id="ada", text="city"), "<answer>Kestrel</answer>"]
+    record = run_episodes([{"id": "q", "question": "Where was Ada Voss born?", "answers": ["Kestrel"]}],
+                          ScriptedBackend(script), lambda: SearchTools(store), EpisodeConfig(), progress=False)[0].record()
+    tools = [m["content"] for m in record["messages"] if m["role"] == "tool"]
+    assert "Kestrel" in tools[1] and tools[2].startswith("Error: you already called find") \
+        and tools[3].startswith("Error: you already called search") and not tools[4].startswith("Error")
+    assert record["tool_calls"] == 5 and record["valid_tool_calls"] == 3 and record["repeated_tool_calls"] == 2
 
 
 def test_naive_rag_and_closed_book_modes(store):

@@ -103,7 +103,7 @@ def test_answer_shown_in_tool_outputs_only():
 
 
 RECORDS = [
-    {"em": 1.0, "f1": 1.0, "answered": True, "tool_calls": 3, "valid_tool_calls": 2,
+    {"em": 1.0, "f1": 1.0, "answered": True, "tool_calls": 3, "valid_tool_calls": 2, "repeated_tool_calls": 1,
      "tokens_generated": 100, "evidence_recall": 1.0, "hops": 2, "type": "bridge", "answer_shown": True},
     {"em": 0.0, "f1": 0.5, "answered": True, "tool_calls": 1, "valid_tool_calls": 1,
      "tokens_generated": 50, "evidence_recall": None, "hops": 2, "type": "comparison", "answer_shown": True},
@@ -120,6 +120,7 @@ def test_aggregate():
     assert result["answer_rate"] == pytest.approx(2 / 3)
     assert result["valid_tool_call_rate"] == pytest.approx(3 / 4)   # over all calls, not per episode
     assert result["tool_calls"] == pytest.approx(4 / 3)
+    assert result["repeated_calls"] == pytest.approx(1.0)           # only the record that has the key
     assert result["tokens_generated"] == pytest.approx(60)
     assert result["evidence_recall"] == pytest.approx(0.75)         # the None is ignored
     assert result["answer_shown"] == pytest.approx(1.0)             # the record without the key is ignored
