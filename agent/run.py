@@ -116,6 +116,9 @@ def run(args) -> dict:
     print(f"{len(questions)} questions: {len(done)} already done, {len(todo)} to run")
     started, backend = time.perf_counter(), None
     if todo:
+        import transformers
+
+        transformers.set_seed(args.seed)  # sampled runs (--temperature > 0) repeat on the same machine
         backend, retriever = make_backend(args), make_retriever(args)
         config = EpisodeConfig(args.max_turns, args.max_tool_calls, args.closed_book, args.rag)
         with open(predictions, "a") as handle:
@@ -133,7 +136,7 @@ def run(args) -> dict:
     metrics["run"] = {"model": args.model, "backend": args.backend, "questions": args.questions,
                       "datastore": None if args.closed_book else (args.retrieval_url or args.datastore),
                       "closed_book": args.closed_book, "rag": args.rag, "k": args.k, "max_turns": args.max_turns,
-                      "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+                      "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
                       "seconds_this_run": round(time.perf_counter() - started, 1), "n_run_now": len(todo),
                       "prompt_tokens_from_turn_cache": turn_cache_share(backend)}
     atomic_write_json(out / "metrics.json", metrics)
@@ -171,6 +174,7 @@ def parse_args(argv=None):
     parser.add_argument("--max-context-tokens", type=int, default=4096)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
     parser.add_argument("--quiet", action="store_true")
     return parser.parse_args(argv)
 

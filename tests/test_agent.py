@@ -201,6 +201,23 @@ def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
     assert metrics["overall"]["n"] == 3 and metrics["run"]["n_run_now"] == 1
 
 
+def test_sampled_runs_repeat_with_the_same_seed(store, tmp_path, tiny):
+    from agent.run import main
+
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Question {i}?", "answers": ["x"]}) + "\n"
+                                 for i in range(4)))
+
+    def texts(seed, name):
+        out = tmp_path / name
+        main(["--model", "tiny", "--questions", str(questions), "--datastore", "agent", "--out", str(out),
+              "--max-new-tokens", "12", "--max-turns", "1", "--temperature", "1.0", "--seed", str(seed), "--quiet"])
+        return [json.loads(line)["messages"][-1]["content"] for line in (out / "predictions.jsonl").read_text().splitlines()]
+
+    first = texts(0, "a")
+    assert texts(0, "b") == first and texts(1, "c") != first
+
+
 def test_turn_cache_gives_the_same_turns_as_a_full_prefill(tiny):
     """Greedy turns with each conversation's KV cache kept between turns equal those that re-read
     the whole conversation, while most of the later turns' prompts come from the cache; with a
