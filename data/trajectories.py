@@ -12,14 +12,16 @@ asked backwards) with agent.tools.SearchTools: a short thought, a tool call, the
 use only the question and names already read in tool outputs, in several styles (bare name, name +
 relation words, a short question, now and then the whole question). A hop whose page is not in the
 results is searched again with other words (`recovered`); a fact the snippet does not show is read
-with `find` or `open` (also at random, for variety). Questions whose hop no query finds, or whose
+with `find` or `open` (also at random, for variety). Where only other pages state a fact, a share
+(--p-find-miss) of hops first look for it in the entity's own page, see the find miss, and read
+elsewhere (`missed_find`, also `recovered`). Questions whose hop no query finds, or whose
 fact never shows, are dropped and counted by reason. Teacher mode runs a served model through
 agent.run (resumable, in `<out>.teacher/`), `--samples` per question at temperature > 0, and keeps
 the correct samples whose tool calls are all valid.
 
 Every trajectory is replayed (each tool call re-run; outputs must be byte-identical) and must score
 EM 1, or the command fails and writes nothing. Writes into --out: trajectories.jsonl ({id,
-question_id, messages, answers, hops, type, pool, n_tool_calls, recovered, opened, origin}; what
+question_id, messages, answers, hops, type, pool, n_tool_calls, recovered, missed_find, opened, origin}; what
 sft/data.py reads), hf/ (save_to_disk; `messages` and `tools` are List(Json()) columns, so tool-call
 arguments stay dicts as the Qwen2.5 template's `tojson` needs, and `tools` gives TRL's SFTTrainer the
 schemas; datasets >= 5 infers the same from the JSONL), manifest.json, report.json, report.md.
@@ -119,7 +121,7 @@ def token_stats(trajectories: list[dict], model: str = "smollm2-135m") -> dict:
 
 def report(trajectories: list[dict], drops: Counter, n_questions: int, seconds: float, model: str) -> dict:
     n = len(trajectories) or 1
-    share = lambda key: round(sum(t[key] for t in trajectories) / n, 4)  # noqa: E731
+    share = lambda key: round(sum(bool(t.get(key)) for t in trajectories) / n, 4)  # noqa: E731
     count = lambda f: dict(sorted(Counter(str(f(t)) for t in trajectories).items()))  # noqa: E731
     calls = [c["function"]["name"] for t in trajectories for m in t["messages"] for c in m.get("tool_calls") or []]
     return {"questions": n_questions, "trajectories": len(trajectories), "dropped": sum(drops.values()),
@@ -127,15 +129,17 @@ def report(trajectories: list[dict], drops: Counter, n_questions: int, seconds: 
             "by_type": count(lambda t: t["type"]), "by_type_and_hops": count(lambda t: f"{t['type']}/{t['hops']}"),
             "tool_calls_mean": round(sum(t["n_tool_calls"] for t in trajectories) / n, 3),
             "tool_calls_histogram": count(lambda t: t["n_tool_calls"]), "tool_calls_by_name": dict(Counter(calls)),
-            "recovered_fraction": share("recovered"), "open_or_find_fraction": share("opened"),
+            "recovered_fraction": share("recovered"), "missed_find_fraction": share("missed_find"),
+            "open_or_find_fraction": share("opened"),
             "tokens": token_stats(trajectories, model), "seconds": round(seconds, 1)}
 
 
 def report_md(rep: dict, title: str) -> str:
     tok, lines = rep["tokens"], [f"# {title}", "", f"{rep['trajectories']} trajectories from {rep['questions']} "
                                  f"questions ({rep['dropped']} dropped) in {rep['seconds']} s.", ""]
-    lines += [f"- tool calls per trajectory: {rep['tool_calls_mean']}; with a reformulated search: "
-              f"{rep['recovered_fraction']:.1%}; with open/find: {rep['open_or_find_fraction']:.1%}"]
+    lines += [f"- tool calls per trajectory: {rep['tool_calls_mean']}; with recovery (a search again, or a find "
+              f"that missed and reading elsewhere): {rep['recovered_fraction']:.1%}, of which a missed find: "
+              f"{rep.get('missed_find_fraction', 0):.1%}; with open/find: {rep['open_or_find_fraction']:.1%}"]
     if "mean" in tok:
         lines += [f"- tokens ({tok['model']} tool template): mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, "
                   f"max {tok['max']}; assistant (trained-on) share {tok['assistant_fraction']:.1%}"]
@@ -154,7 +158,8 @@ def save(out: Path, trajectories: list[dict], manifest: dict, rep: dict, title: 
     features = Features({"id": Value("string"), "question_id": Value("string"), "messages": List(Json()),
                          "tools": List(Json()), "answers": List(Value("string")), "hops": Value("int64"),
                          "type": Value("string"), "pool": Value("string"), "n_tool_calls": Value("int64"),
-                         "recovered": Value("bool"), "opened": Value("bool"), "origin": Value("string")})
+                         "recovered": Value("bool"), "missed_find": Value("bool"), "opened": Value("bool"),
+                         "origin": Value("string")})
     with atomic_dir(out) as tmp:
         write_jsonl(tmp / "trajectories.jsonl", trajectories)
         rows = [{**{key: t.get(key) for key in features}, "tools": schemas} for t in trajectories]
@@ -167,7 +172,8 @@ def save(out: Path, trajectories: list[dict], manifest: dict, rep: dict, title: 
 # ---- the two modes ----------------------------------------------------------------------------
 def build_oracle(questions: list[dict], world: WorldIndex, retriever, args) -> tuple[list, Counter]:
     oracle = Oracle(world, retriever, args.k, args.method, args.seed, args.p_extra,
-                    min(args.max_tool_calls, args.max_turns - 1), args.max_tool_calls, args.p_question)
+                    min(args.max_tool_calls, args.max_turns - 1), args.max_tool_calls, args.p_question,
+                    args.p_find_miss)
     kept, drops = [], Counter()
     for question in tqdm(questions, desc="oracle", unit="q", disable=args.quiet, mininterval=2.0):
         try:
@@ -216,8 +222,8 @@ def build_teacher(questions: list[dict], args, out: Path) -> tuple[list, Counter
 
 
 def inputs_manifest(args, retriever) -> dict:
-    keys = ("k", "method", "seed", "p_extra", "p_question", "max_turns", "max_tool_calls", "limit", "teacher_url",
-            "teacher_model", "samples", "temperature", "top_p", "max_new_tokens")
+    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "max_turns", "max_tool_calls", "limit",
+            "teacher_url", "teacher_model", "samples", "temperature", "top_p", "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
     # a changed oracle, or tools that answer differently (snippets, find), rebuild
     sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__), Path(inspect.getfile(SearchTools)),
@@ -282,6 +288,9 @@ def parse_args(argv=None):
     add("--seed", type=int, default=0)
     add("--p-extra", type=float, default=0.15, help="share of hops read with open/find though the snippet shows it")
     add("--p-question", type=float, default=0.1, help="share of first hops first searched with the whole question")
+    add("--p-find-miss", type=float, default=0.5,
+        help="share of hops stated only on other pages that first look in the entity's own page (a find that "
+             "misses), then read elsewhere")
     add("--max-turns", type=int, default=8, help="agent.run's turn budget: at most turns - 1 tool calls")
     add("--max-tool-calls", type=int, default=8, help="the budget the system prompt states")
     add("--limit", type=int, help="only the first N questions")

@@ -72,7 +72,7 @@ class Session:
 
     def __init__(self, question: dict, tools: SearchTools, max_tool_calls: int):
         self.messages = first_messages(question["question"], max_tool_calls)
-        self.tools, self.recovered, self.opened = tools, False, False
+        self.tools, self.recovered, self.opened, self.missed_find = tools, False, False, False
         self.read: dict[str, str] = {}  # doc id -> all the agent has read of it (search lines, pages, finds)
 
     def call(self, thought: str, name: str, **arguments) -> str:
@@ -93,9 +93,9 @@ class Oracle:
 
     def __init__(self, world: WorldIndex, retriever, k: int = DEFAULT_K, method: str | None = None, seed: int = 0,
                  p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
-                 p_question: float = 0.1):
+                 p_question: float = 0.1, p_find_miss: float = 0.5):
         self.world, self.retriever, self.k, self.method, self.seed = world, retriever, k, method, seed
-        self.p_extra, self.p_question = p_extra, p_question
+        self.p_extra, self.p_question, self.p_find_miss = p_extra, p_question, p_find_miss
         self.max_tool_calls, self.prompt_tool_calls = max_tool_calls, prompt_tool_calls
 
     def build(self, question: dict) -> dict:
@@ -117,7 +117,8 @@ class Oracle:
         return {"id": f"{question['id']}-oracle", "question_id": question["id"], "messages": session.messages,
                 "answers": question["answers"], "hops": question.get("hops"), "type": question.get("type"),
                 "pool": question.get("pool"), "n_tool_calls": session.tools.log.n_calls,
-                "recovered": session.recovered, "opened": session.opened, "origin": "oracle"}
+                "recovered": session.recovered or session.missed_find, "missed_find": session.missed_find,
+                "opened": session.opened, "origin": "oracle"}
 
     # ---- question types ------------------------------------------------------------------------
     def _walk(self, question: dict, session: Session) -> tuple[str, str]:
@@ -211,12 +212,35 @@ class Oracle:
             queries.append(query)
             lines = hit_lines(session.call(thought, "search", query=query))
             found = [d for d in lines if d in stated_in]
+            missed = attempt == 0 and self._find_miss(session, known, key, target, stated_in, lines, need)
+            session.missed_find |= missed
             if found:
                 session.recovered |= attempt > 0
                 doc = min(found, key=lambda d: (not shows(d, lines[d]), d not in gold, d != known))
-                return self._fact_in(session, doc, lines[doc], known, surface, key, need, shows)
+                return self._fact_in(session, doc, lines[doc], known, surface, key, need, shows,
+                                     missed_in=known if missed else None)
             query, thought = self._reformulate(entity, surface, key, lines, stated_in, queries, need)
+            if missed:
+                thought = self.pick(T.FIND_MISS_SEARCH).format(own=known, need=need, n=surface)
         raise Drop("search_miss")
+
+    def _find_miss(self, session: Session, known: str, key: str, target: str, stated_in: list, lines: dict,
+                   need: str) -> bool:
+        """Now and then look for the fact in the known entity's own page when only other pages state
+        it: the find shows nothing useful, and the next thought says so and reads elsewhere. The
+        model's own habit is this find; without such examples it repeats it instead of moving on."""
+        if known not in lines or known in stated_in or self.tight or self.rng.random() >= self.p_find_miss:
+            return False
+        texts = list(dict.fromkeys(T.FIND_WORDS.get(key, []) + T.REL_WORDS[key]))
+        self.rng.shuffle(texts)
+        # a miss shows sentences of the page (a "no sentence matches" reply would be a wasted call)
+        outputs = {t: "\n".join(self.retriever.find(known, t)) for t in texts}
+        misses = [t for t, text in outputs.items() if text and not visible(target, text)]
+        if not misses:
+            return False
+        thought = self.pick(T.FIND_NEEDED).format(need=need, d=known, t=misses[0])
+        session.call(thought, "find", doc_id=known, text=misses[0])
+        return True
 
     def _known(self, session: Session, known: str, surface: str, target: str, stated_in: list) -> bool:
         """Has an earlier tool output (a page, a find, a snippet) already shown this fact?"""
@@ -280,21 +304,24 @@ class Oracle:
         return query, self.pick(T.MISS_NONE).format(n=surface)
 
     def _fact_in(self, session: Session, doc: str, line: str, known: str, surface: str, key: str,
-                 need: str, shows) -> None:
-        """Make the fact visible in what the agent read: the snippet, a find, or opened pages."""
+                 need: str, shows, missed_in: str | None = None) -> None:
+        """Make the fact visible in what the agent read: the snippet, a find, or opened pages.
+        After a find that missed in `missed_in` (the known entity's page), always read `doc`."""
         seen = shows(doc, line)
-        if seen and self.rng.random() >= self.extra:
+        if seen and not missed_in and self.rng.random() >= self.extra:
             return
         # on its own page: the page's words, or the asker's ones (find also ranks by meaning)
         own = list(dict.fromkeys(T.FIND_WORDS.get(key, []) + T.REL_WORDS[key]))
         texts = own if doc == known else [self.world.entities[known]["name"]]
         self.rng.shuffle(texts)
         good = [t for t in texts if shows(doc, line, "\n".join(self.retriever.find(doc, t)))]
-        if good and self.rng.random() < 0.5:
-            thought = self.pick(T.FIND_EXTRA if seen else T.FIND_NEEDED).format(need=need, d=doc, t=good[0], n=surface)
+        if good and (missed_in or self.rng.random() < 0.5):
+            thoughts = T.FIND_MISS_OTHER if missed_in else T.FIND_EXTRA if seen else T.FIND_NEEDED
+            thought = self.pick(thoughts).format(need=need, d=doc, t=good[0], n=surface, own=missed_in)
             if shows(doc, line, session.call(thought, "find", doc_id=doc, text=good[0])):
                 return
-        thought = self.pick(T.OPEN_EXTRA if seen else T.OPEN_NEEDED).format(need=need, d=doc, n=surface)
+        thoughts = T.OPEN_MISS_OTHER if missed_in and not good else T.OPEN_EXTRA if seen else T.OPEN_NEEDED
+        thought = self.pick(thoughts).format(need=need, d=doc, n=surface, own=missed_in)
         page = 1
         while True:
             output = session.call(thought, "open", **({"doc_id": doc} if page == 1 else {"doc_id": doc, "page": page}))

@@ -121,6 +121,15 @@ FIND_NEEDED = ["The snippet does not show {need}; I'll look for \"{t}\" in [{d}]
 OPEN_EXTRA = ["I'll open [{d}] to read it in full.", "Let me open [{d}] to confirm {need}.",
               "To be sure about {need}, I'll read [{d}]."]
 FIND_EXTRA = ["To check {need}, I'll find \"{t}\" in [{d}].", "Let me confirm {need} by searching [{d}] for \"{t}\"."]
+# after a find in the known entity's own page ({own}) that did not show the fact
+FIND_MISS_OTHER = ["[{own}] does not say {need}, but [{d}] mentions {n}; I'll find \"{t}\" in it.",
+                   "Not in [{own}]. The result [{d}] mentions {n}; let me look for \"{t}\" there.",
+                   "[{own}] says nothing about {need}. I'll search inside [{d}] for \"{t}\"."]
+OPEN_MISS_OTHER = ["[{own}] does not say {need}, but [{d}] mentions {n}; I'll open it.",
+                   "Not in [{own}]; let me read [{d}], which mentions {n}."]
+FIND_MISS_SEARCH = ["[{own}] does not say {need}; another page may mention {n}, so I'll search again.",
+                    "Nothing about {need} in [{own}]; I'll try a search that finds pages mentioning {n}.",
+                    "That did not show {need}; rather than look in [{own}] again, I'll rephrase the search."]
 ALREADY = ["I have also read that {fact}", "what I read also says {fact}", "as already shown, {fact}"]
 NEXT_PAGE = ["Page {p0} does not say it; I'll read page {p}.", "Not on this page; let me open page {p}."]
 

@@ -113,6 +113,16 @@ def test_thoughts_only_state_what_was_read(setup, oracle_run):
     assert checked > len(kept)  # the thoughts do name what they found
 
 
+def _mini_store(folder: Path, entities: list, docs: list, facts: list) -> tuple:
+    """Write a hand-made world, index it with BM25; (its datastore, its WorldIndex)."""
+    folder.mkdir(parents=True)
+    for name, rows in (("entities", entities), ("facts", facts), ("corpus", docs)):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    build(DatastoreConfig(name=folder.name, corpus=str(folder / "corpus.jsonl"), retrievers=["bm25"]),
+          root=folder.with_name(folder.name + "-ds"), progress=False)
+    return Datastore.load(folder.with_name(folder.name + "-ds")), TJ.WorldIndex(folder)
+
+
 def _mini_world(folder: Path):
     """A company called Kestrel, buried under a city and a festival of the same name."""
     entities = [
@@ -133,17 +143,11 @@ def _mini_world(folder: Path):
         {"id": "kriver", "title": "Kestrel River", "text": "The Kestrel River runs past Kestrel. Kestrel was founded on the Kestrel."},
     ] + [{"id": f"f{i}", "title": f"Filler {i}", "text": f"Filler page {i} about owls and weather."} for i in range(6)]
     facts = [{"subject": "kco", "relation": "founded_by", "object": "ada", "stated_in": ["kco", "ada"]}]
-    folder.mkdir(parents=True)
-    for name, rows in (("entities", entities), ("facts", facts), ("corpus", docs)):
-        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return _mini_store(folder, entities, docs, facts)
 
 
 def test_recovery_after_a_confusable_first_search(tmp_path):
-    _mini_world(tmp_path / "w")
-    build(DatastoreConfig(name="k", corpus=str(tmp_path / "w" / "corpus.jsonl"), retrievers=["bm25"]),
-          root=tmp_path / "ds", progress=False)
-    store = Datastore.load(tmp_path / "ds")
-    world = TJ.WorldIndex(tmp_path / "w")
+    store, world = _mini_world(tmp_path / "w")
     question = {"id": "k1", "question": "Who founded the company Kestrel?", "answers": ["Ada Voss", "Voss"],
                 "hops": 1, "type": "lookup", "relations": ["founded_by"], "chain": ["kco", "ada"], "gold_doc_ids": ["kco"]}
     recovered = 0
@@ -160,6 +164,41 @@ def test_recovery_after_a_confusable_first_search(tmp_path):
             assert "company" in second["tool_calls"][0]["function"]["arguments"]["query"]
         assert extract_answer(t["messages"][-1]["content"]) == "Ada Voss"
     assert recovered >= 4
+
+
+def _hidden_fact_world(folder: Path):
+    """Bo Lind's employer is stated only on the employer's page, not on Bo Lind's own."""
+    entities = [
+        {"id": "bo", "type": "person", "name": "Bo Lind", "title": "Bo Lind", "attrs": {},
+         "relations": {"works_for": "kco"}, "aliases": [], "confusable_with": []},
+        {"id": "kco", "type": "organisation", "name": "Kestrel", "title": "Kestrel", "attrs": {}, "relations": {},
+         "aliases": [], "confusable_with": []},
+    ]
+    docs = [
+        {"id": "bo", "title": "Bo Lind", "text": "Bo Lind is a pilot. Bo Lind has had the same job for years."},
+        {"id": "kco", "title": "Kestrel", "text": "Kestrel is a company that makes kites. Kestrel employs Bo Lind."},
+    ] + [{"id": f"f{i}", "title": f"Filler {i}", "text": f"Filler page {i} about weather."} for i in range(6)]
+    facts = [{"subject": "bo", "relation": "works_for", "object": "kco", "stated_in": ["kco"]}]
+    return _mini_store(folder, entities, docs, facts)
+
+
+def test_a_missed_find_in_the_own_page_moves_to_the_page_stating_the_fact(tmp_path):
+    store, world = _hidden_fact_world(tmp_path / "w")
+    question = {"id": "h1", "question": "Who does Bo Lind work for?", "answers": ["Kestrel"], "hops": 1,
+                "type": "hidden_fact", "relations": ["works_for"], "chain": ["bo", "kco"], "gold_doc_ids": ["kco"]}
+    for seed in range(4):
+        t = TJ.Oracle(world, store, k=2, seed=seed, p_question=0.0, p_find_miss=1.0).build(question)
+        assert TJ.replay(t, store, k=2) == [] and t["missed_find"] and t["recovered"]
+        calls = [(m["tool_calls"][0]["function"], m["content"]) for m in t["messages"] if m.get("tool_calls")]
+        outputs = [m["content"] for m in t["messages"] if m["role"] == "tool"]
+        assert calls[1][0]["name"] == "find" and calls[1][0]["arguments"]["doc_id"] == "bo"
+        assert "Kestrel" not in outputs[1]  # the find in Bo Lind's page shows nothing of the employer
+        assert calls[2][0]["arguments"]["doc_id"] == "kco" and "[bo]" in calls[2][1]  # the thought names the miss
+        assert "Kestrel employs Bo Lind" in outputs[2]
+        assert extract_answer(t["messages"][-1]["content"]) == "Kestrel"
+        plain = TJ.Oracle(world, store, k=2, seed=seed, p_question=0.0, p_find_miss=0.0).build(question)
+        assert not plain["missed_find"] and all(c["function"]["arguments"].get("doc_id") != "bo"
+                                                for m in plain["messages"] for c in m.get("tool_calls") or [])
 
 
 def test_renders_through_the_smollm2_tool_template(oracle_run):
