@@ -25,7 +25,8 @@ from agent.episode import EpisodeConfig, run_episodes
 from agent.tools import DEFAULT_K, SearchTools
 
 
-def read_questions(path: str, limit: int | None = None) -> list[dict]:
+def read_questions(path: str, limit: int | None = None, where: list[str] | None = None) -> list[dict]:
+    """The question records of `path`; those matching every `where` filter, then the first `limit`."""
     file = Path(path)
     if not file.is_file():
         raise UserError(f"question file {path} does not exist; build questions with `make data`")
@@ -34,7 +35,22 @@ def read_questions(path: str, limit: int | None = None) -> list[dict]:
         if not isinstance(row.get("id"), str) or not isinstance(row.get("question"), str):
             raise UserError(f"{path}, line {lineno}: a question record needs string \"id\" and \"question\" fields")
         questions.append(row)
+    for condition in where or []:
+        questions = matching(questions, condition, path)
     return questions[:limit] if limit else questions
+
+
+def matching(questions: list[dict], condition: str, path: str) -> list[dict]:
+    """The questions whose field is one of the values: "hops=1,2" keeps 1- and 2-hop questions."""
+    field, sep, values = condition.partition("=")
+    if not sep or not field or not values:
+        raise UserError(f"--where {condition!r}: write FIELD=VALUE[,VALUE...], e.g. --where hops=1,2")
+    wanted = set(values.split(","))
+    kept = [q for q in questions if str(q.get(field)) in wanted]
+    if not kept:
+        seen = sorted({str(q.get(field)) for q in questions})[:10]
+        raise UserError(f"--where {condition}: no question in {path} matches; its {field} values: {', '.join(seen)}")
+    return kept
 
 
 def read_done(path: Path) -> dict[str, dict]:
@@ -104,7 +120,7 @@ def turn_cache_share(backend) -> float | None:
 
 
 def run(args) -> dict:
-    questions = read_questions(args.questions, args.limit)  # before anything is created on disk
+    questions = read_questions(args.questions, args.limit, args.where)  # before anything is created on disk
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     predictions = out / "predictions.jsonl"
@@ -167,7 +183,10 @@ def parse_args(argv=None):
     parser.add_argument("--full-prefill", action="store_true",
                         help="re-read the whole conversation every turn instead of keeping its KV cache")
     parser.add_argument("--chunk", type=int, default=64, help="questions per checkpointed batch of episodes")
-    parser.add_argument("--limit", type=int, help="only the first N questions")
+    parser.add_argument("--limit", type=int, help="only the first N questions (after --where)")
+    parser.add_argument("--where", action="append", metavar="FIELD=V1,V2",
+                        help="only questions whose field is one of the values (repeatable), e.g. --where pool=sft "
+                             "--where hops=1,2")
     parser.add_argument("--max-turns", type=int, default=9, help="assistant turns (tool calls + 1 to answer)")
     parser.add_argument("--max-tool-calls", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=256)

@@ -201,6 +201,21 @@ def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
     assert metrics["overall"]["n"] == 3 and metrics["run"]["n_run_now"] == 1
 
 
+def test_where_filters_questions_before_the_limit(tmp_path):
+    from agent.run import read_questions
+    from common.errors import UserError
+
+    path = tmp_path / "q.jsonl"
+    rows = [{"id": f"q{i}", "question": "?", "hops": 1 + i % 3, "pool": "sft" if i < 6 else "rl"} for i in range(9)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept = read_questions(str(path), limit=3, where=["pool=sft", "hops=1,2"])
+    assert [q["id"] for q in kept] == ["q0", "q1", "q3"]
+    with pytest.raises(UserError, match="hops values: 1, 2, 3"):
+        read_questions(str(path), where=["hops=4"])
+    with pytest.raises(UserError, match="FIELD=VALUE"):
+        read_questions(str(path), where=["hops"])
+
+
 def test_sampled_runs_repeat_with_the_same_seed(store, tmp_path, tiny):
     from agent.run import main
 
