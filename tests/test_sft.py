@@ -86,7 +86,8 @@ def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny):  # noq
     assert losses[-1] < losses[0]
     assert (tmp_path / "sft/loss.png").stat().st_size > 1000
     final = tmp_path / "sft/final"
-    assert "trained on" in (final / "README.md").read_text() and "seen in training: 12" in (final / "README.md").read_text()
+    card = (final / "README.md").read_text()
+    assert f"trained on: `{data}`" in card and "seen in training: 12" in card  # the path, not the count
     weights = (final / "model.safetensors").stat().st_mtime_ns
     main(sft_args(tmp_path, data, "--max_steps", "6"))  # same recipe, finished: not trained again
     assert (final / "model.safetensors").stat().st_mtime_ns == weights
