@@ -139,7 +139,7 @@ def report_md(rep: dict, title: str) -> str:
                                  f"questions ({rep['dropped']} dropped) in {rep['seconds']} s.", ""]
     lines += [f"- tool calls per trajectory: {rep['tool_calls_mean']}; with recovery (a search again, or a find "
               f"that missed and reading elsewhere): {rep['recovered_fraction']:.1%}, of which a missed find: "
-              f"{rep.get('missed_find_fraction', 0):.1%}; with open/find: {rep['open_or_find_fraction']:.1%}"]
+              f"{rep['missed_find_fraction']:.1%}; with open/find: {rep['open_or_find_fraction']:.1%}"]
     if "mean" in tok:
         lines += [f"- tokens ({tok['model']} tool template): mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, "
                   f"max {tok['max']}; assistant (trained-on) share {tok['assistant_fraction']:.1%}"]

@@ -217,8 +217,7 @@ class Oracle:
             if found:
                 session.recovered |= attempt > 0
                 doc = min(found, key=lambda d: (not shows(d, lines[d]), d not in gold, d != known))
-                return self._fact_in(session, doc, lines[doc], known, surface, key, need, shows,
-                                     missed_in=known if missed else None)
+                return self._fact_in(session, doc, lines[doc], known, surface, key, need, shows, after_miss=missed)
             query, thought = self._reformulate(entity, surface, key, lines, stated_in, queries, need)
             if missed:
                 thought = self.pick(T.FIND_MISS_SEARCH).format(own=known, need=need, n=surface)
@@ -231,15 +230,13 @@ class Oracle:
         model's own habit is this find; without such examples it repeats it instead of moving on."""
         if known not in lines or known in stated_in or self.tight or self.rng.random() >= self.p_find_miss:
             return False
-        texts = list(dict.fromkeys(T.FIND_WORDS.get(key, []) + T.REL_WORDS[key]))
+        texts = self._find_texts(key)
         self.rng.shuffle(texts)
         # a miss shows sentences of the page (a "no sentence matches" reply would be a wasted call)
-        outputs = {t: "\n".join(self.retriever.find(known, t)) for t in texts}
-        misses = [t for t, text in outputs.items() if text and not visible(target, text)]
-        if not misses:
+        miss = self._first_find(known, texts, lambda text: text and not visible(target, text))
+        if miss is None:
             return False
-        thought = self.pick(T.FIND_NEEDED).format(need=need, d=known, t=misses[0])
-        session.call(thought, "find", doc_id=known, text=misses[0])
+        session.call(self.pick(T.FIND_NEEDED).format(need=need, d=known, t=miss), "find", doc_id=known, text=miss)
         return True
 
     def _known(self, session: Session, known: str, surface: str, target: str, stated_in: list) -> bool:
@@ -304,24 +301,23 @@ class Oracle:
         return query, self.pick(T.MISS_NONE).format(n=surface)
 
     def _fact_in(self, session: Session, doc: str, line: str, known: str, surface: str, key: str,
-                 need: str, shows, missed_in: str | None = None) -> None:
+                 need: str, shows, after_miss: bool = False) -> None:
         """Make the fact visible in what the agent read: the snippet, a find, or opened pages.
-        After a find that missed in `missed_in` (the known entity's page), always read `doc`."""
+        After a find that missed in the known entity's own page (`after_miss`), always read `doc`."""
         seen = shows(doc, line)
-        if seen and not missed_in and self.rng.random() >= self.extra:
+        if seen and not after_miss and self.rng.random() >= self.extra:
             return
         # on its own page: the page's words, or the asker's ones (find also ranks by meaning)
-        own = list(dict.fromkeys(T.FIND_WORDS.get(key, []) + T.REL_WORDS[key]))
-        texts = own if doc == known else [self.world.entities[known]["name"]]
+        texts = self._find_texts(key) if doc == known else [self.world.entities[known]["name"]]
         self.rng.shuffle(texts)
-        good = [t for t in texts if shows(doc, line, "\n".join(self.retriever.find(doc, t)))]
-        if good and (missed_in or self.rng.random() < 0.5):
-            thoughts = T.FIND_MISS_OTHER if missed_in else T.FIND_EXTRA if seen else T.FIND_NEEDED
-            thought = self.pick(thoughts).format(need=need, d=doc, t=good[0], n=surface, own=missed_in)
-            if shows(doc, line, session.call(thought, "find", doc_id=doc, text=good[0])):
+        good = self._first_find(doc, texts, lambda text: shows(doc, line, text))
+        if good is not None and (after_miss or self.rng.random() < 0.5):
+            thoughts = T.FIND_MISS_OTHER if after_miss else T.FIND_EXTRA if seen else T.FIND_NEEDED
+            thought = self.pick(thoughts).format(need=need, d=doc, t=good, n=surface, own=known)
+            if shows(doc, line, session.call(thought, "find", doc_id=doc, text=good)):
                 return
-        thoughts = T.OPEN_MISS_OTHER if missed_in and not good else T.OPEN_EXTRA if seen else T.OPEN_NEEDED
-        thought = self.pick(thoughts).format(need=need, d=doc, n=surface, own=missed_in)
+        thoughts = T.OPEN_MISS_OTHER if after_miss and good is None else T.OPEN_EXTRA if seen else T.OPEN_NEEDED
+        thought = self.pick(thoughts).format(need=need, d=doc, n=surface, own=known)
         page = 1
         while True:
             output = session.call(thought, "open", **({"doc_id": doc} if page == 1 else {"doc_id": doc, "page": page}))
@@ -334,6 +330,15 @@ class Oracle:
             thought = self.pick(T.NEXT_PAGE).format(p0=page - 1, p=page)
 
     # ---- helpers -------------------------------------------------------------------------------
+    @staticmethod
+    def _find_texts(key: str) -> list[str]:
+        """Words to find a relation's sentence with in a page: the page's words, then the asker's."""
+        return list(dict.fromkeys(T.FIND_WORDS.get(key, []) + T.REL_WORDS[key]))
+
+    def _first_find(self, doc: str, texts: list[str], wanted) -> str | None:
+        """The first text whose find output in `doc` is `wanted` (finds run only until one is)."""
+        return next((t for t in texts if wanted("\n".join(self.retriever.find(doc, t)))), None)
+
     def _key(self, subject: str, relation: str) -> str:
         return word_key(self.world, subject, relation)
 
