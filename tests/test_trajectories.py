@@ -98,19 +98,34 @@ def test_thoughts_only_state_what_was_read(setup, oracle_run):
     checked = 0
     for t in kept:
         question = by_id[t["question_id"]]
-        names = [a for a in question["answers"] if a.lower() not in ("yes", "no")]
-        names += [world.entities[e]["name"] for e in question["chain"]]
-        names = [n for n in names if not _mentions(question["question"], n)]
+        # each group: one thing's names; the answer's aliases ("1917", "in 1917") are one thing
+        groups = [[a for a in question["answers"] if a.lower() not in ("yes", "no")]]
+        groups += [[world.entities[e]["name"]] for e in question["chain"]]
+        groups = [g for g in groups if g and not any(_mentions(question["question"], n) for n in g)]
         read = ""
         for message in t["messages"][2:]:
             if message["role"] == "tool":
                 read += "\n" + message["content"]
                 continue
-            for name in names:
-                if _mentions(message["content"], name):
-                    assert _mentions(read, name), (t["id"], name, message["content"])
+            for group in groups:
+                if any(_mentions(message["content"], name) for name in group):
+                    assert any(_mentions(read, name) for name in group), (t["id"], group, message["content"])
                     checked += 1
     assert checked > len(kept)  # the thoughts do name what they found
+
+
+def test_walks_plan_every_hop_and_answer_after_stating_the_fact(oracle_run):
+    """A multi-hop walk's first thought names its later hops ("Then I need the birthplace of that
+    person."), and every walk's answer turn first states the fact it answers from."""
+    kept, _, by_id = oracle_run
+    walks = [t for t in kept if t["type"] not in ("comparison", "yesno")]
+    assert {by_id[t["question_id"]]["hops"] for t in walks} >= {1, 2, 3}
+    for t in walks:
+        first = next(m for m in t["messages"] if m["role"] == "assistant")["content"]
+        planned = sum(first.count(that) for that in TJ.T.THAT.values())
+        assert planned == by_id[t["question_id"]]["hops"] - 1, (t["id"], first)
+        lead, answer = t["messages"][-1]["content"].split("<answer>")
+        assert _mentions(lead, answer.removesuffix("</answer>")), t["messages"][-1]["content"]
 
 
 def _mini_store(folder: Path, entities: list, docs: list, facts: list) -> tuple:
