@@ -8,9 +8,7 @@
 
 Oracle mode walks each question's facts (`chain`, `relations` of data/questions.py; "inv:r" hops are
 asked backwards) with agent.tools.SearchTools: a short thought, a tool call, the real tool output,
-..., then the last fact read and `<answer>first alias</answer>` (comparisons and yes/no state both
-values); a multi-hop question's first thought also names its later hops ("Then I need the
-birthplace of that person."). Queries
+..., then `<answer>first alias</answer>` (comparisons and yes/no first state both values). Queries
 use only the question and names already read in tool outputs, in several styles (bare name, name +
 relation words, a short question, now and then the whole question). A hop whose page is not in the
 results is searched again with other words (`recovered`); a fact the snippet does not show is read

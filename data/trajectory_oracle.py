@@ -130,12 +130,11 @@ class Oracle:
         if question.get("type") in ("comparison", "yesno"):
             return self._pair(question, session, chain, relations[0], gold)
         known, surface, fact = chain[0], self._surface_in_question(chain[0], question["question"]), None
-        plan = self._plan(chain, relations)
         for hop, relation in enumerate(relations):
             target_id, target, stated_in, key = self._hop(chain, hop, known, relation)
             need = self.pick(T.NEED[key]).format(n=surface)
             if fact is None:
-                thought = self.pick(T.START).format(need=need, n=surface) + plan
+                thought = self.pick(T.START).format(need=need, n=surface)
             else:
                 thought = self.pick(T.NEXT).format(fact=fact, need=need, n=surface)
             new = T.FACT[key].format(n=surface, o=target)
@@ -143,20 +142,12 @@ class Oracle:
                 fact = f"{fact}; {self.pick(T.ALREADY).format(fact=new)}"
             else:
                 self._read(session, known, surface, key, target, stated_in, gold[hop:hop + 1], thought, need,
-                           question["question"] if hop == 0 else None, plan)
-                fact = new
+                           question["question"] if hop == 0 else None)
+                fact = None if hop + 1 == len(relations) else new
             if target_id is None and hop + 1 < len(relations):
                 raise Drop("attribute_mid_chain")
             known, surface = target_id, target
-        return target, f"{cap(fact)}. "  # the answer follows a sentence stating it, as read
-
-    def _plan(self, chain: list, relations: list) -> str:
-        """For a multi-hop question, " Then I need <the next hops>." (the entities still unnamed)."""
-        later = []
-        for hop in range(1, len(relations)):
-            key = self._hop(chain, hop, chain[hop], relations[hop])[3]
-            later.append(self.pick(T.NEED[key]).format(n=T.THAT[self.world.entities[chain[hop]]["type"]]))
-        return " " + self.pick(T.PLAN).format(need=", then ".join(later)) if later else ""
+        return target, f"{cap(fact)}. " if fact else ""
 
     def _hop(self, chain: list, hop: int, known: str, relation: str) -> tuple:
         """(the entity read next, or None for a value; its surface; pages stating it; wording key)."""
@@ -208,7 +199,7 @@ class Oracle:
 
     # ---- one hop: search (again, on a miss), then make the fact visible ---------------------------
     def _read(self, session: Session, known: str, surface: str, key: str, target: str, stated_in: list,
-              gold: list, thought: str, need: str, question: str | None = None, plan: str = "") -> None:
+              gold: list, thought: str, need: str, question: str | None = None) -> None:
         """Find a page stating the fact that links the `known` entity (the one the agent can name)
         to `target`, and read until the target shows. On a first hop the whole `question` is now
         and then the first query (a common habit that often misses)."""
@@ -216,7 +207,7 @@ class Oracle:
         shows = self._shows(known, surface, target)
         query = self._first_query(surface, key, stated_in, shows)
         if question and not self.tight and self.rng.random() < self.p_question:
-            query, thought = question, self.pick(T.START_QUESTION) + plan
+            query, thought = question, self.pick(T.START_QUESTION)
         for attempt in range(3):
             queries.append(query)
             lines = hit_lines(session.call(thought, "search", query=query))
