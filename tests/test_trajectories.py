@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 from agent.prompt import first_messages
 from agent.tools import DEFAULT_K
 from data import trajectories as TJ
-from data.trajectory_oracle import hit_lines
+from data.trajectory_oracle import hit_lines, visible
 from datastore.build import DatastoreConfig, build
 from datastore.retriever import Datastore
 from datastore.serve import app_in_thread
@@ -85,10 +85,6 @@ def test_tampered_output_or_call_fails_replay(setup, oracle_run):
         TJ.check(kept, store, DEFAULT_K, None, progress=False)
 
 
-def _mentions(text, name):
-    return re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text) is not None
-
-
 def test_thoughts_only_state_what_was_read(setup, oracle_run):
     """No answer alias, and no chain entity the question does not name, appears in a thought
     before some tool output has shown it."""
@@ -101,15 +97,15 @@ def test_thoughts_only_state_what_was_read(setup, oracle_run):
         # each group: one thing's names; the answer's aliases ("1917", "in 1917") are one thing
         groups = [[a for a in question["answers"] if a.lower() not in ("yes", "no")]]
         groups += [[world.entities[e]["name"]] for e in question["chain"]]
-        groups = [g for g in groups if g and not any(_mentions(question["question"], n) for n in g)]
+        groups = [g for g in groups if g and not any(visible(n, question["question"]) for n in g)]
         read = ""
         for message in t["messages"][2:]:
             if message["role"] == "tool":
                 read += "\n" + message["content"]
                 continue
             for group in groups:
-                if any(_mentions(message["content"], name) for name in group):
-                    assert any(_mentions(read, name) for name in group), (t["id"], group, message["content"])
+                if any(visible(name, message["content"]) for name in group):
+                    assert any(visible(name, read) for name in group), (t["id"], group, message["content"])
                     checked += 1
     assert checked > len(kept)  # the thoughts do name what they found
 
