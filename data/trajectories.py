@@ -10,21 +10,24 @@ Oracle mode walks each question's facts (`chain`, `relations` of data/questions.
 asked backwards) with agent.tools.SearchTools: a short thought, a tool call, the real tool output,
 ..., then `<answer>first alias</answer>` (comparisons and yes/no first state both values). Queries
 use only the question and names already read in tool outputs, in several styles (bare name, name +
-relation words, a short question, now and then the whole question). A hop whose page is not in the
+relation words, a short question, now and then the whole question), or with `--wording canonical` in
+one (name + relation word) with one thought template per situation. A hop whose page is not in the
 results is searched again with other words (`recovered`); a fact the snippet does not show is read
 with `find` or `open` (also at random, for variety). Where only other pages state a fact, a share
 (--p-find-miss) of hops first look for it in the entity's own page, see the find miss, and read
-elsewhere (`missed_find`, also `recovered`). Questions whose hop no query finds, or whose
-fact never shows, are dropped and counted by reason. Teacher mode runs a served model through
-agent.run (resumable, in `<out>.teacher/`), `--samples` per question at temperature > 0, and keeps
-the correct samples whose tool calls are all valid.
+elsewhere (`missed_find`, also `recovered`); a share (--p-repeat) repeat one call right after its
+output and go on after the tools refuse it (`repeated_call`; the repeat is marked "train": false).
+Questions whose hop no query finds, or whose fact never shows, are dropped and counted by reason.
+Teacher mode runs a served model through agent.run (resumable, in `<out>.teacher/`), `--samples` per
+question at temperature > 0, and keeps the correct samples whose tool calls are all valid.
 
 Every trajectory is replayed (each tool call re-run; outputs must be byte-identical) and must score
 EM 1, or the command fails and writes nothing. Writes into --out: trajectories.jsonl ({id,
-question_id, messages, answers, hops, type, pool, n_tool_calls, recovered, missed_find, opened, origin}; what
-sft/data.py reads), hf/ (save_to_disk; `messages` and `tools` are List(Json()) columns, so tool-call
-arguments stay dicts as the Qwen2.5 template's `tojson` needs, and `tools` gives TRL's SFTTrainer the
-schemas; datasets >= 5 infers the same from the JSONL), manifest.json, report.json, report.md.
+question_id, messages, answers, hops, type, pool, n_tool_calls, recovered, missed_find, opened,
+repeated_call, origin}; what sft/data.py reads), hf/ (save_to_disk; `messages` and `tools` are
+List(Json()) columns, so tool-call arguments stay dicts as the Qwen2.5 template's `tojson` needs,
+and `tools` gives TRL's SFTTrainer the schemas; datasets >= 5 infers the same from the JSONL),
+manifest.json, report.json, report.md.
 API: replay(trajectory, retriever, k, method) -> [differences]; check(...); run(args). The oracle
 (WorldIndex, Oracle, Drop) is in data/trajectory_oracle.py.
 """
@@ -101,16 +104,16 @@ def token_stats(trajectories: list[dict], model: str = "smollm2-135m") -> dict:
         from agent.chat import prepare_tokenizer, training_template
         from agent.models import resolve_model
         from agent.tools import tool_functions
+        from sft.data import tokenize_trajectory
         tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model(model)))
     except Exception as exc:  # no converted model: the report says why
         return {"skipped": f"{type(exc).__name__}: {exc}"[:200]}
     template, tools = training_template(tokenizer), tool_functions(SearchTools(None))
     lengths, assistant = [], 0
     for trajectory in trajectories:
-        out = tokenizer.apply_chat_template(trajectory["messages"], tools=tools, chat_template=template,
-                                            tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
-        lengths.append(len(out["input_ids"]))
-        assistant += sum(out["assistant_masks"])
+        ids, labels = tokenize_trajectory(tokenizer, trajectory["messages"], tools, template)
+        lengths.append(len(ids))
+        assistant += sum(label != -100 for label in labels)
     if not lengths:
         return {"skipped": "no trajectories"}
     lengths.sort()
@@ -130,7 +133,7 @@ def report(trajectories: list[dict], drops: Counter, n_questions: int, seconds: 
             "tool_calls_mean": round(sum(t["n_tool_calls"] for t in trajectories) / n, 3),
             "tool_calls_histogram": count(lambda t: t["n_tool_calls"]), "tool_calls_by_name": dict(Counter(calls)),
             "recovered_fraction": share("recovered"), "missed_find_fraction": share("missed_find"),
-            "open_or_find_fraction": share("opened"),
+            "open_or_find_fraction": share("opened"), "repeated_call_fraction": share("repeated_call"),
             "tokens": token_stats(trajectories, model), "seconds": round(seconds, 1)}
 
 
@@ -139,7 +142,8 @@ def report_md(rep: dict, title: str) -> str:
                                  f"questions ({rep['dropped']} dropped) in {rep['seconds']} s.", ""]
     lines += [f"- tool calls per trajectory: {rep['tool_calls_mean']}; with recovery (a search again, or a find "
               f"that missed and reading elsewhere): {rep['recovered_fraction']:.1%}, of which a missed find: "
-              f"{rep['missed_find_fraction']:.1%}; with open/find: {rep['open_or_find_fraction']:.1%}"]
+              f"{rep['missed_find_fraction']:.1%}; with open/find: {rep['open_or_find_fraction']:.1%}; with a refused "
+              f"repeat (not trained on): {rep.get('repeated_call_fraction', 0):.1%}"]
     if "mean" in tok:
         lines += [f"- tokens ({tok['model']} tool template): mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, "
                   f"max {tok['max']}; assistant (trained-on) share {tok['assistant_fraction']:.1%}"]
@@ -159,7 +163,7 @@ def save(out: Path, trajectories: list[dict], manifest: dict, rep: dict, title: 
                          "tools": List(Json()), "answers": List(Value("string")), "hops": Value("int64"),
                          "type": Value("string"), "pool": Value("string"), "n_tool_calls": Value("int64"),
                          "recovered": Value("bool"), "missed_find": Value("bool"), "opened": Value("bool"),
-                         "origin": Value("string")})
+                         "repeated_call": Value("bool"), "origin": Value("string")})
     with atomic_dir(out) as tmp:
         write_jsonl(tmp / "trajectories.jsonl", trajectories)
         rows = [{**{key: t.get(key) for key in features}, "tools": schemas} for t in trajectories]
@@ -173,7 +177,7 @@ def save(out: Path, trajectories: list[dict], manifest: dict, rep: dict, title: 
 def build_oracle(questions: list[dict], world: WorldIndex, retriever, args) -> tuple[list, Counter]:
     oracle = Oracle(world, retriever, args.k, args.method, args.seed, args.p_extra,
                     min(args.max_tool_calls, args.max_turns - 1), args.max_tool_calls, args.p_question,
-                    args.p_find_miss)
+                    args.p_find_miss, canonical=args.wording == "canonical", p_repeat=args.p_repeat)
     kept, drops = [], Counter()
     for question in tqdm(questions, desc="oracle", unit="q", disable=args.quiet, mininterval=2.0):
         try:
@@ -222,8 +226,9 @@ def build_teacher(questions: list[dict], args, out: Path) -> tuple[list, Counter
 
 
 def inputs_manifest(args, retriever) -> dict:
-    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "max_turns", "max_tool_calls", "limit",
-            "teacher_url", "teacher_model", "samples", "temperature", "top_p", "max_new_tokens")
+    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "max_turns",
+            "max_tool_calls", "limit", "teacher_url", "teacher_model", "samples", "temperature", "top_p",
+            "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
     # a changed oracle, or tools that answer differently (snippets, find), rebuild
     sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__), Path(inspect.getfile(SearchTools)),
@@ -291,6 +296,12 @@ def parse_args(argv=None):
     add("--p-find-miss", type=float, default=0.5,
         help="share of hops stated only on other pages that first look in the entity's own page (a find that "
              "misses), then read elsewhere")
+    add("--p-repeat", type=float, default=0.0,
+        help="share of trajectories that repeat one call right after its output, get the tools' refusal and go "
+             "on (the repeat is marked \"train\": false: SFT never trains on it)")
+    add("--wording", choices=["varied", "canonical"], default="varied",
+        help="varied: several thought templates and query styles, open/find at random (--p-extra) and the whole "
+             "question as a query now and then (--p-question); canonical: one of each (both ignored)")
     add("--max-turns", type=int, default=8, help="agent.run's turn budget: at most turns - 1 tool calls")
     add("--max-tool-calls", type=int, default=8, help="the budget the system prompt states")
     add("--limit", type=int, help="only the first N questions")

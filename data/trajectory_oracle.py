@@ -89,14 +89,18 @@ class Session:
 
 class Oracle:
     """max_tool_calls: the most calls one trajectory may make (agent.run's 8 turns leave 7 and the
-    answer); prompt_tool_calls: the budget the system prompt states (as at evaluation)."""
+    answer); prompt_tool_calls: the budget the system prompt states (as at evaluation).
+    canonical: one wording per situation (the first template of each list) and one query style
+    (name + the relation's first word), so what varies between trajectories is only the question
+    and what the tools return; a small model then imitates one policy instead of a mixture."""
 
     def __init__(self, world: WorldIndex, retriever, k: int = DEFAULT_K, method: str | None = None, seed: int = 0,
                  p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
-                 p_question: float = 0.1, p_find_miss: float = 0.5):
+                 p_question: float = 0.1, p_find_miss: float = 0.5, canonical: bool = False, p_repeat: float = 0.0):
         self.world, self.retriever, self.k, self.method, self.seed = world, retriever, k, method, seed
         self.p_extra, self.p_question, self.p_find_miss = p_extra, p_question, p_find_miss
         self.max_tool_calls, self.prompt_tool_calls = max_tool_calls, prompt_tool_calls
+        self.canonical, self.p_repeat = canonical, p_repeat
 
     def build(self, question: dict) -> dict:
         """The trajectory record, or raise Drop(reason)."""
@@ -104,7 +108,7 @@ class Oracle:
 
         for self.tight in (False, True):  # over the call budget: once more, saving calls
             self.rng = random.Random(f"{self.seed}-{question['id']}")
-            self.extra = 0.0 if self.tight else self.p_extra
+            self.extra = 0.0 if self.tight or self.canonical else self.p_extra
             session = Session(question, SearchTools(self.retriever, self.k, self.method), self.prompt_tool_calls)
             final, lead = self._walk(question, session)
             if session.tools.log.n_calls <= self.max_tool_calls:
@@ -113,12 +117,27 @@ class Oracle:
             raise Drop("over_call_budget")
         if not best_em(final, question["answers"]):
             raise Drop("answer_mismatch")
+        repeated = session.tools.log.n_calls < self.max_tool_calls and self.rng.random() < self.p_repeat
+        if repeated:
+            self._repeat_a_call(session)
         session.messages.append({"role": "assistant", "content": f"{lead}<answer>{question['answers'][0]}</answer>"})
         return {"id": f"{question['id']}-oracle", "question_id": question["id"], "messages": session.messages,
                 "answers": question["answers"], "hops": question.get("hops"), "type": question.get("type"),
                 "pool": question.get("pool"), "n_tool_calls": session.tools.log.n_calls,
                 "recovered": session.recovered or session.missed_find, "missed_find": session.missed_find,
-                "opened": session.opened, "origin": "oracle"}
+                "opened": session.opened, "repeated_call": repeated, "origin": "oracle"}
+
+    def _repeat_a_call(self, session: Session) -> None:
+        """Right after one call's output, make that call again: the tools refuse it, and the walk goes
+        on as before. The repeat is marked "train": false (sft/data.py keeps it out of the loss), so
+        the model learns what follows the refusal, never the repeat itself: its own loops are such
+        repeats, and without an example it answers the refusal by repeating again."""
+        calls = [i for i, m in enumerate(session.messages) if m.get("tool_calls")]
+        at = calls[int(self.rng.random() * len(calls))]
+        call = session.messages[at]["tool_calls"][0]["function"]
+        refusal = session.tools._call(call["name"], dict(call["arguments"]))
+        session.messages[at + 2:at + 2] = [{**session.messages[at], "train": False},
+                                           {"role": "tool", "name": call["name"], "content": refusal}]
 
     # ---- question types ------------------------------------------------------------------------
     def _walk(self, question: dict, session: Session) -> tuple[str, str]:
@@ -206,7 +225,7 @@ class Oracle:
         entity, queries = self.world.entities[known], []
         shows = self._shows(known, surface, target)
         query = self._first_query(surface, key, stated_in, shows)
-        if question and not self.tight and self.rng.random() < self.p_question:
+        if question and not (self.tight or self.canonical) and self.rng.random() < self.p_question:
             query, thought = question, self.pick(T.START_QUESTION)
         for attempt in range(3):
             queries.append(query)
@@ -231,7 +250,7 @@ class Oracle:
         if known not in lines or known in stated_in or self.tight or self.rng.random() >= self.p_find_miss:
             return False
         texts = self._find_texts(key)
-        self.rng.shuffle(texts)
+        self.shuffle(texts)
         # a miss shows sentences of the page (a "no sentence matches" reply would be a wasted call)
         miss = self._first_find(known, texts, lambda text: text and not visible(target, text))
         if miss is None:
@@ -265,6 +284,8 @@ class Oracle:
                 if any(h.doc_id in stated_in and shows(h.doc_id, f"[{h.doc_id}] {h.title}: {h.snippet}")
                        for h in self.retriever.search(query, self.k, self.method)):
                     return query
+        if self.canonical:
+            return f"{surface} {words[0]}"
         x = self.rng.random()
         if x < 0.3:
             return surface
@@ -309,9 +330,9 @@ class Oracle:
             return
         # on its own page: the page's words, or the asker's ones (find also ranks by meaning)
         texts = self._find_texts(key) if doc == known else [self.world.entities[known]["name"]]
-        self.rng.shuffle(texts)
+        self.shuffle(texts)
         good = self._first_find(doc, texts, lambda text: shows(doc, line, text))
-        if good is not None and (after_miss or self.rng.random() < 0.5):
+        if good is not None and (after_miss or self.canonical or self.rng.random() < 0.5):
             thoughts = T.FIND_MISS_OTHER if after_miss else T.FIND_EXTRA if seen else T.FIND_NEEDED
             thought = self.pick(thoughts).format(need=need, d=doc, t=good, n=surface, own=known)
             if shows(doc, line, session.call(thought, "find", doc_id=doc, text=good)):
@@ -350,4 +371,8 @@ class Oracle:
         raise Drop("entity_not_in_question")
 
     def pick(self, options: list):
-        return options[int(self.rng.random() * len(options))]
+        return options[0] if self.canonical else options[int(self.rng.random() * len(options))]
+
+    def shuffle(self, options: list) -> None:
+        if not self.canonical:
+            self.rng.shuffle(options)

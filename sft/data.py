@@ -5,9 +5,11 @@ prompt, same tool schema, same template), using TRL's training variant of the te
 `{% generation %}` markers let transformers return the assistant-token mask. Labels are the
 input ids on assistant tokens (the model's own text and tool calls, and the `<|im_end|>` that
 ends its turn) and -100 everywhere else: system prompt, question and tool outputs never enter
-the loss. We tokenize here rather than in SFTTrainer so that what is trained is exactly what the
-agent renders (tool-call arguments as the dicts it generated, whatever `datasets` would make of
-them), and so that over-long trajectories are dropped and counted, never cut mid-call.
+the loss, nor does an assistant message marked `"train": false` (the oracle's deliberate slips,
+such as a repeated call that the tools refuse: context to recover from, never a target). We
+tokenize here rather than in SFTTrainer so that what is trained is exactly what the agent renders
+(tool-call arguments as the dicts it generated, whatever `datasets` would make of them), and so
+that over-long trajectories are dropped and counted, never cut mid-call.
 """
 from __future__ import annotations
 
@@ -55,7 +57,28 @@ def tokenize_trajectory(tokenizer, messages: list[dict], tools: list, template: 
     if not any(mask):
         raise UserError("the chat template marked no assistant tokens; it needs {% generation %} markers "
                         "(use a template TRL knows, or add them)")
+    mask = _unmark_untrained(mask, messages)
     return ids, [tok if keep else -100 for tok, keep in zip(ids, mask)]
+
+
+def _unmark_untrained(mask: list[int], messages: list[dict]) -> list[int]:
+    """Clear the mask over assistant messages marked "train": false. The k-th run of marked tokens is
+    the k-th assistant message (each is one {% generation %} block)."""
+    trained = [m.get("train", True) for m in messages if m["role"] == "assistant"]
+    if all(trained):
+        return mask
+    runs = [i for i, keep in enumerate(mask) if keep and (i == 0 or not mask[i - 1])]
+    if len(runs) != len(trained):
+        raise UserError(f"the chat template marks {len(runs)} assistant spans for {len(trained)} assistant "
+                        "messages, so \"train\": false cannot be applied; drop that key or use another template")
+    mask = list(mask)
+    for start, keep in zip(runs, trained):
+        end = start
+        while end < len(mask) and mask[end]:
+            end += 1
+        if not keep:
+            mask[start:end] = [0] * (end - start)
+    return mask
 
 
 def tokenize_all(tokenizer, trajectories: list[dict], tools: list, max_length: int) -> TokenizedSet:

@@ -60,6 +60,19 @@ def test_mask_covers_exactly_the_assistant_spans(tokenizer, store, template):  #
     assert len(trained.strip()) <= trained_chars + 3 * 8  # only newlines and the end-of-turn tokens besides
 
 
+@pytest.mark.parametrize("template", ["compact", "qwen2_5", "qwen3"])
+def test_an_untrained_assistant_message_is_left_out_of_the_loss(tokenizer, store, template):  # noqa: F811
+    tok = template_variant(tokenizer, template)
+    messages = trajectory(SearchTools(store))
+    _, full = tokenize_trajectory(tok, messages, TOOLS, training_template(tok))
+    repeat = {**messages[4], "content": "Let me open it once more.", "train": False}
+    refusal = {"role": "tool", "name": "open", "content": "Error: you already called open with these arguments."}
+    ids, labels = tokenize_trajectory(tok, messages[:6] + [repeat, refusal] + messages[6:], TOOLS, training_template(tok))
+    trained = tok.decode([t for t in labels if t != -100])
+    assert "once more" in tok.decode(ids) and "once more" not in trained
+    assert trained == tok.decode([t for t in full if t != -100])  # the other turns train exactly as before
+
+
 def write_trajectories(path, store, n=6):  # noqa: F811
     rows = [{"id": f"t{i}", "messages": trajectory(SearchTools(store))} for i in range(n)]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))

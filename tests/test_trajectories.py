@@ -71,6 +71,63 @@ def test_oracle_trajectories_replay_and_score(setup, oracle_run):
     TJ.check(kept, store, DEFAULT_K, None, progress=False)
 
 
+def test_canonical_wording_is_one_policy(setup):
+    """--wording canonical: trajectories still replay and score, every hop's first query is the name
+    plus the relation's first word, and without the random find-miss detour the seed changes nothing
+    (while it does change the varied wording)."""
+    root, store, questions = setup
+    world = TJ.WorldIndex(root / "world")
+
+    def walks(seed: int, canonical: bool) -> list:
+        oracle = TJ.Oracle(world, store, seed=seed, p_find_miss=0.0, canonical=canonical)
+        kept = []
+        for question in questions:
+            try:
+                kept.append(oracle.build(question))
+            except TJ.Drop:
+                pass
+        return kept
+
+    first, second = walks(0, True), walks(1, True)
+    assert len(first) >= 0.9 * len(questions) and first == second
+    assert walks(0, False) != walks(1, False)
+    TJ.check(first, store, DEFAULT_K, None, progress=False)
+    starts = {t["messages"][2]["content"].split(" ")[0] for t in first if t["type"] not in ("comparison", "yesno")}
+    assert starts == {"First"}  # T.START[0]
+    firsts = [t["messages"][2]["tool_calls"][0]["function"]["arguments"]["query"] for t in first]
+    first_words = tuple(" " + words[0] for words in TJ.T.REL_WORDS.values())
+    # name + first word (a walk over its call budget retries with other words: a few may differ)
+    assert sum(q.endswith(first_words) for q in firsts) >= 0.95 * len(firsts)
+
+
+def test_a_repeated_call_is_refused_untrained_context(setup):
+    """--p-repeat: right after a call's output the same call again, the tools' refusal, then the walk
+    as it was; the repeat is marked "train": false, and the trajectory replays."""
+    root, store, questions = setup
+    world = TJ.WorldIndex(root / "world")
+    plain = TJ.Oracle(world, store, canonical=True)
+    oracle = TJ.Oracle(world, store, canonical=True, p_repeat=1.0)
+    checked = 0
+    for question in questions[:30]:
+        try:
+            before, t = plain.build(question), oracle.build(question)
+        except TJ.Drop:
+            continue
+        assert TJ.replay(t, store) == []
+        untrained = [i for i, m in enumerate(t["messages"]) if m.get("train") is False]
+        if not t["repeated_call"]:
+            assert not untrained and before["n_tool_calls"] == 7  # no budget left for it
+            continue
+        assert len(untrained) == 1 and t["n_tool_calls"] == before["n_tool_calls"] + 1
+        at = untrained[0]
+        repeat, original = t["messages"][at], t["messages"][at - 2]
+        assert {k: v for k, v in repeat.items() if k != "train"} == original
+        assert t["messages"][at + 1]["content"].startswith("Error: you already called")
+        assert t["messages"][:at] + t["messages"][at + 2:] == before["messages"]  # otherwise the same walk
+        checked += 1
+    assert checked >= 20
+
+
 def test_tampered_output_or_call_fails_replay(setup, oracle_run):
     _, store, _ = setup
     kept = json.loads(json.dumps(oracle_run[0][:3]))
