@@ -113,7 +113,10 @@ def aggregate(records: list[dict]) -> dict:
     `valid_tool_call_rate` is valid calls / all calls over every episode (None without calls; a call
     repeated with the same arguments is refused, so not valid; `repeated_calls` counts them);
     `evidence_recall` ignores questions without gold documents; `answer_shown`: the share of
-    episodes where a tool output showed a gold answer, `em_when_shown` the EM among them.
+    episodes where a tool output showed a gold answer, `em_when_shown` the EM among them;
+    `answered_in_one_call`: the share that answered after at most one tool call (by hops, it shows
+    whether the agent stops when the question is done: the oracle does so in 62% of its 1-hop
+    trajectories and 4% of its 2-hop bridges).
     """
     records = list(records)
     calls = sum(int(r.get("tool_calls") or 0) for r in records)
@@ -130,6 +133,8 @@ def aggregate(records: list[dict]) -> dict:
         "evidence_recall": _mean([r.get("evidence_recall") for r in records]),
         "answer_shown": _mean([r.get("answer_shown") for r in records]),
         "em_when_shown": _mean([r.get("em") for r in records if r.get("answer_shown")]),
+        "answered_in_one_call": _mean([bool(r["answered"]) and int(r.get("tool_calls") or 0) <= 1
+                                       for r in records if "answered" in r]),
     }
 
 

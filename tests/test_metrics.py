@@ -125,6 +125,7 @@ def test_aggregate():
     assert result["evidence_recall"] == pytest.approx(0.75)         # the None is ignored
     assert result["answer_shown"] == pytest.approx(1.0)             # the record without the key is ignored
     assert result["em_when_shown"] == pytest.approx(0.5)
+    assert result["answered_in_one_call"] == pytest.approx(1 / 3)  # not the 3-call one, nor the unanswered one
 
 
 def test_aggregate_empty_and_no_calls():
