@@ -14,6 +14,7 @@ that over-long trajectories are dropped and counted, never cut mid-call.
 from __future__ import annotations
 
 import logging
+from itertools import groupby
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,17 +68,14 @@ def _unmark_untrained(mask: list[int], messages: list[dict]) -> list[int]:
     trained = [m.get("train", True) for m in messages if m["role"] == "assistant"]
     if all(trained):
         return mask
-    runs = [i for i, keep in enumerate(mask) if keep and (i == 0 or not mask[i - 1])]
+    runs = [list(run) for marked, run in groupby(range(len(mask)), key=lambda i: bool(mask[i])) if marked]
     if len(runs) != len(trained):
         raise UserError(f"the chat template marks {len(runs)} assistant spans for {len(trained)} assistant "
                         "messages, so \"train\": false cannot be applied; drop that key or use another template")
     mask = list(mask)
-    for start, keep in zip(runs, trained):
-        end = start
-        while end < len(mask) and mask[end]:
-            end += 1
+    for run, keep in zip(runs, trained):
         if not keep:
-            mask[start:end] = [0] * (end - start)
+            mask[run[0]:run[-1] + 1] = [0] * len(run)
     return mask
 
 

@@ -39,14 +39,19 @@ def setup(tmp_path_factory):
 @pytest.fixture(scope="module")
 def oracle_run(setup):
     root, store, questions = setup
-    oracle = TJ.Oracle(TJ.WorldIndex(root / "world"), store)
+    kept, drops = build_all(TJ.Oracle(TJ.WorldIndex(root / "world"), store), questions)
+    return kept, drops, {q["id"]: q for q in questions}
+
+
+def build_all(oracle, questions: list) -> tuple[list, dict]:
+    """(the trajectories the oracle builds, {drop reason: count})."""
     kept, drops = [], {}
     for question in questions:
         try:
             kept.append(oracle.build(question))
         except TJ.Drop as reason:
             drops[str(reason)] = drops.get(str(reason), 0) + 1
-    return kept, drops, {q["id"]: q for q in questions}
+    return kept, drops
 
 
 def test_oracle_trajectories_replay_and_score(setup, oracle_run):
@@ -79,14 +84,7 @@ def test_canonical_wording_is_one_policy(setup):
     world = TJ.WorldIndex(root / "world")
 
     def walks(seed: int, canonical: bool) -> list:
-        oracle = TJ.Oracle(world, store, seed=seed, p_find_miss=0.0, canonical=canonical)
-        kept = []
-        for question in questions:
-            try:
-                kept.append(oracle.build(question))
-            except TJ.Drop:
-                pass
-        return kept
+        return build_all(TJ.Oracle(world, store, seed=seed, p_find_miss=0.0, canonical=canonical), questions)[0]
 
     first, second = walks(0, True), walks(1, True)
     assert len(first) >= 0.9 * len(questions) and first == second
