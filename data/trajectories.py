@@ -225,18 +225,22 @@ def build_teacher(questions: list[dict], args, out: Path) -> tuple[list, Counter
     return kept, drops
 
 
+def code_hash(retriever_type) -> str:
+    """The oracle's, the tools' and the retriever's source: a change to any of them rebuilds the
+    trajectories (snippets or find may answer differently), and SFT warns about older ones."""
+    sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__), Path(inspect.getfile(SearchTools)),
+               Path(inspect.getfile(retriever_type)))
+    return config_hash({"code": "".join(file_sha256(path) for path in sources)})
+
+
 def inputs_manifest(args, retriever) -> dict:
     keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "max_turns",
             "max_tool_calls", "limit", "teacher_url", "teacher_model", "samples", "temperature", "top_p",
             "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
-    # a changed oracle, or tools that answer differently (snippets, find), rebuild
-    sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__), Path(inspect.getfile(SearchTools)),
-               Path(inspect.getfile(type(retriever))))
-    code = "".join(file_sha256(path) for path in sources)
     inputs = {"questions": file_sha256(args.questions), "datastore": retriever.manifest.get("inputs"),
               "datastore_config": retriever.manifest.get("config"), "prompt": prompt_hash(),
-              "code": config_hash({"code": code})}
+              "code": code_hash(type(retriever))}
     if not args.teacher_url:
         inputs.update(entities=file_sha256(Path(args.world) / "entities.jsonl"),
                       facts=file_sha256(Path(args.world) / "facts.jsonl"))

@@ -51,6 +51,25 @@ def read_trajectories(path: str) -> list[dict]:
     return rows
 
 
+def stale_warning(path: str) -> str | None:
+    """A warning when the trajectories were built by another version of the oracle, tools or
+    retriever than this checkout's (their manifest says so): SFT on them silently trains an older
+    recipe. None for files without a data.trajectories manifest (hand-made or teacher JSONL)."""
+    from common.io import read_manifest
+
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    manifest = read_manifest(folder)
+    if not manifest or manifest.get("generator") != "data.trajectories":
+        return None
+    from data.trajectories import code_hash
+    from datastore.retriever import Datastore
+
+    if manifest.get("inputs", {}).get("code") == code_hash(Datastore):
+        return None
+    return (f"{path} was built by other oracle / tool code than this checkout's: rebuild it with `make data` "
+            "(python -m data.trajectories), or train on it knowingly")
+
+
 def tokenize_trajectory(tokenizer, messages: list[dict], tools: list, template: str) -> tuple[list[int], list[int]]:
     out = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
                                         return_dict=True, return_assistant_tokens_mask=True)
@@ -77,6 +96,47 @@ def _unmark_untrained(mask: list[int], messages: list[dict]) -> list[int]:
         if not keep:
             mask[run[0]:run[-1] + 1] = [0] * len(run)
     return mask
+
+
+def content_offset(tokenizer, template: str) -> int | None:
+    """How many labelled tokens the template puts before the text of an assistant turn that follows a
+    tool output (ChatML's training template labels the newline after `assistant`), so that
+    decision_positions lands on the turn's first own token. Measured on a rendered conversation;
+    None where the template prefixes such turns differently from one another: no token is then
+    weighted or logged rather than the wrong one."""
+    call = [{"type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}]
+    texts = ["Alpha", "Bravo", "Charlie"]
+    messages = [{"role": "user", "content": "Question?"},
+                {"role": "assistant", "content": texts[0], "tool_calls": call}, {"role": "tool", "name": "search", "content": "r"},
+                {"role": "assistant", "content": texts[1], "tool_calls": call}, {"role": "tool", "name": "search", "content": "r"},
+                {"role": "assistant", "content": texts[2]}]
+    out = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=True, return_dict=True,
+                                        return_assistant_tokens_mask=True)
+    ids, mask = list(out["input_ids"]), list(out["assistant_masks"])
+    runs = [next(run) for marked, run in groupby(range(len(mask)), key=lambda i: bool(mask[i])) if marked]
+    if len(runs) != 3:
+        return None
+    offsets = set()
+    for start, text in zip(runs[1:], texts[1:]):
+        # the first token that is a piece of the turn's own text, not of the template around it
+        first = next((i for i in range(start, len(ids))
+                      if tokenizer.decode([ids[i]]).strip() and text.startswith(tokenizer.decode([ids[i]]).strip())), None)
+        offsets.add(None if first is None else first - start)
+    return offsets.pop() if len(offsets) == 1 else None
+
+
+def decision_positions(labels, offset: int):
+    """Boolean mask (shape of the (batch, length) labels tensor) of the first generated token of every
+    assistant turn but each row's first: the token after a tool output that decides between answering
+    and calling again. Turns are runs of labels != -100 (the first follows the question, not a tool
+    output); `offset` (content_offset) skips the template's own labelled tokens at a turn's start."""
+    import torch
+
+    labelled = labels != -100
+    previous = torch.nn.functional.pad(labelled[:, :-1], (1, 0), value=False)
+    starts = labelled & ~previous
+    starts &= starts.long().cumsum(dim=1) > 1
+    return torch.nn.functional.pad(starts, (offset, 0), value=False)[:, :labels.shape[1]]
 
 
 def tokenize_all(tokenizer, trajectories: list[dict], tools: list, max_length: int) -> TokenizedSet:

@@ -14,6 +14,7 @@ template and a model card.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +23,9 @@ from common.errors import UserError, cli_main
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_training_recipe
 
-from sft.data import read_trajectories, tokenize_all
+from sft.data import read_trajectories, stale_warning, tokenize_all
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -30,6 +33,9 @@ class SFTScriptArguments:
     trajectories: str = field(default="runs/data/world/trajectories/sft", metadata={"help": "trajectories.jsonl or its folder"})
     loss_positions_only: bool = field(default=True, metadata={"help": "compute the LM head only where labels carry loss"})
     max_examples: int | None = field(default=None, metadata={"help": "use only the first N trajectories"})
+    decision_loss_weight: float = field(default=1.0, metadata={
+        "help": "loss weight of the first token of each assistant turn after a tool output (answer now or "
+                "call again); 1 is plain SFT. Needs loss_positions_only"})
     compile_layers: bool = field(default=False, metadata={
         "help": "torch.compile each decoder layer (dynamic shapes): one compile reused by every layer"})
     cpu_bf16: str = field(default="auto", metadata={
@@ -41,8 +47,9 @@ def build_trainer(script, training_args, model_args, train_set):
     import torch
     from trl import SFTTrainer
 
-    from agent.chat import prepare_tokenizer
+    from agent.chat import prepare_tokenizer, training_template
     from agent.models import load_model
+    from sft.data import content_offset
 
     model, tokenizer = load_model(model_args.model_name_or_path, dtype=model_args.dtype or "float32")
     if script.compile_layers:
@@ -53,7 +60,15 @@ def build_trainer(script, training_args, model_args, train_set):
     if model_args.use_peft:
         from trl import get_peft_config
         peft_config = get_peft_config(model_args)
-    trainer_class = loss_positions_trainer() if script.loss_positions_only else SFTTrainer
+    trainer_class = SFTTrainer
+    if script.loss_positions_only:
+        offset = content_offset(tokenizer, training_template(tokenizer))
+        if offset is None and script.decision_loss_weight != 1.0:
+            raise UserError("decision_loss_weight: this chat template labels the turns after a tool output differently, "
+                            "so the decision token cannot be located; set decision_loss_weight: 1")
+        trainer_class = loss_positions_trainer(script.decision_loss_weight, offset)
+    elif script.decision_loss_weight != 1.0:
+        raise UserError("decision_loss_weight needs loss_positions_only: true (the weighted loss lives there)")
     if training_args.include_num_input_tokens_seen == "all":
         # padding is not work the run did: tokens/s counts real tokens (YAML can only say true, i.e. "all")
         training_args.include_num_input_tokens_seen = "non_padding"
@@ -74,13 +89,21 @@ def compile_decoder_layers(model) -> None:
         layer.compile(dynamic=True)
 
 
-def loss_positions_trainer():
-    """SFTTrainer subclass, built on call so that importing this module does not import TRL."""
+def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = None):
+    """SFTTrainer subclass, built on call so that importing this module does not import TRL.
+    With the decision tokens located (`offset`, sft.data.content_offset), the log carries their own
+    loss (`decision_loss`: answer now or call again, a couple of tokens per trajectory that the
+    average over ~160 trained tokens hides), and decision_weight scales their share of the loss."""
+    import torch
     import torch.nn.functional as F
     from trl import SFTTrainer
 
+    from sft.data import decision_positions
+
     class _Trainer(SFTTrainer):
         """SFTTrainer whose loss runs the LM head only at positions with a label (same loss value)."""
+
+        _decision_loss = [0.0, 0]  # sum and count since the last log
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels = inputs["labels"][:, 1:]
@@ -91,12 +114,26 @@ def loss_positions_trainer():
                                  use_cache=False).last_hidden_state[:, :-1]
                 keep = labels != -100
                 logits = model.get_output_embeddings()(hidden[keep])
-            total = F.cross_entropy(logits.float(), labels[keep], reduction="sum")
+            per_token = F.cross_entropy(logits.float(), labels[keep], reduction="none")
+            if offset is not None:
+                decisions = decision_positions(labels, offset)[keep]
+                if model.training:
+                    self._decision_loss = [self._decision_loss[0] + per_token.detach()[decisions].sum().item(),
+                                           self._decision_loss[1] + int(decisions.sum())]
+                if decision_weight != 1.0:
+                    per_token = per_token * torch.where(decisions, decision_weight, 1.0)
             denominator = num_items_in_batch if num_items_in_batch is not None else keep.sum().clamp(min=1)
-            loss = total / denominator
+            loss = per_token.sum() / denominator
             if self.args.average_tokens_across_devices and num_items_in_batch is not None:
                 loss = loss * self.accelerator.num_processes
             return (loss, None) if return_outputs else loss
+
+        def log(self, logs, *args, **kwargs):
+            total, count = self._decision_loss
+            if "loss" in logs and count:
+                logs["decision_loss"] = round(total / count, 4)
+                self._decision_loss = [0.0, 0]
+            super().log(logs, *args, **kwargs)
 
     return _Trainer
 
@@ -110,6 +147,9 @@ def make_dataset(script, training_args, tokenizer_source: str):
     from agent.tools import SearchTools, tool_functions
 
     rows = read_trajectories(script.trajectories)[: script.max_examples]
+    warning = stale_warning(script.trajectories)
+    if warning:
+        log.warning(warning)
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model(tokenizer_source)))
     tokens = tokenize_all(tokenizer, rows, tool_functions(SearchTools(None)), training_args.max_length)
     dataset = Dataset.from_dict({"input_ids": tokens.input_ids, "labels": tokens.labels})
@@ -127,9 +167,13 @@ def plot_loss(log_history: list[dict], path: Path) -> None:
     if not points:
         return
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(*zip(*points), marker=".")
+    ax.plot(*zip(*points), marker=".", label="assistant tokens (as trained)")
+    decisions = [(row["step"], row["decision_loss"]) for row in log_history if "decision_loss" in row]
+    if decisions:
+        ax.plot(*zip(*decisions), marker=".", label="decision tokens (unweighted)")
+        ax.legend()
     ax.set_xlabel("step")
-    ax.set_ylabel("training loss (assistant tokens)")
+    ax.set_ylabel("training loss")
     ax.set_title("SFT loss")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -174,8 +218,12 @@ NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_token
 
 def script_settings(script) -> dict:
     """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
-    the bf16 actually used is in the training arguments, so it is left out."""
-    return {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
+    the bf16 actually used is in the training arguments, so it is left out; decision_loss_weight
+    only where it is set, so runs made before the key existed keep their fingerprint."""
+    settings = {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
+    if settings["decision_loss_weight"] == 1.0:
+        del settings["decision_loss_weight"]
+    return settings
 
 
 def fingerprints(script, training_args, model_args) -> tuple[str, str]:

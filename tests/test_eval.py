@@ -236,3 +236,30 @@ def test_first_decision_prefix_and_probe(tiny):
     assert [r["id"] for r in rows] == ["a"] and 0.0 < rows[0]["p_answer"] < 1.0
     assert summary([{"p_answer": 0.3, "answer_is_argmax": True}, {"p_answer": 0.6, "answer_is_argmax": True}]) == \
         {"episodes": 2, "mean_p_answer": 0.45, "p_answer_over_half": 1, "answer_is_argmax": 2}
+
+
+def test_stop_decisions_points_auc_and_probe(tiny):
+    from agent.chat import prepare_tokenizer
+    from agent.tools import SearchTools, tool_functions
+    from eval.stop_decisions import auc, decision_points, probe, summary
+
+    call = {"type": "function", "function": {"name": "search", "arguments": {"query": "Kestrel"}}}
+    tool = {"role": "tool", "name": "search", "content": "[d1] Kestrel: founded by Ada."}
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "Where was Kestrel's founder born?"},
+                {"role": "assistant", "content": "First: the founder.", "tool_calls": [call]}, tool,
+                {"role": "assistant", "content": "Ada founded it; now her birthplace.", "tool_calls": [call]}, tool,
+                {"role": "assistant", "content": "<answer>Oslo</answer>"}]
+    points = list(decision_points(messages))
+    assert [(len(prefix), answers, k) for prefix, answers, k in points] == [(4, False, 1), (6, True, 2)]
+    chatty = messages[:-1] + [{"role": "assistant", "content": "So: <answer>Oslo</answer>"}]
+    assert [answers for _, answers, _ in decision_points(chatty)] == [False]  # a final turn opening with text is not a stop token
+    assert auc([0.9, 0.8], [0.1, 0.2]) == 1.0 and auc([0.1], [0.9]) == 0.0 and auc([0.5], [0.5]) == 0.5
+    assert auc([], [0.5]) is None
+    model, tokenizer = tiny
+    rows = probe(model, prepare_tokenizer(tokenizer), tool_functions(SearchTools(None)),
+                 [{"id": "a", "hops": 2, "type": "bridge", "messages": messages}])
+    assert [(r["k"], r["oracle_answers"]) for r in rows] == [(1, False), (2, True)]
+    assert all(0.0 < r["p_answer"] < 1.0 for r in rows)
+    report = summary(rows)
+    assert report["decisions"] == 2 and report["auc"] in (0.0, 0.5, 1.0)
+    assert report["by_hops"]["2-hop, oracle answers"]["n"] == 1

@@ -84,6 +84,57 @@ def sft_args(tmp_path, trajectories, *extra):
             "--output_dir", str(tmp_path / "sft"), *extra]
 
 
+@pytest.mark.parametrize("template", ["compact", "qwen2_5", "qwen3"])
+def test_decision_tokens_are_the_first_tokens_after_each_tool_output(tokenizer, store, template):  # noqa: F811
+    """The weighted tokens open each assistant turn that follows a tool output, never the first turn."""
+    import torch
+
+    from sft.data import content_offset, decision_positions
+
+    tok = template_variant(tokenizer, template)
+    messages = trajectory(SearchTools(store))
+    ids, labels = tokenize_trajectory(tok, messages, TOOLS, training_template(tok))
+    offset = content_offset(tok, training_template(tok))
+    found = decision_positions(torch.tensor([labels, labels]), offset)
+    assert found[0].tolist() == found[1].tolist()
+    decided = [tok.decode([ids[i]]) for i in found[0].nonzero().flatten().tolist()]
+    after_tools = [m["content"] for prev, m in zip(messages, messages[1:]) if prev["role"] == "tool"]
+    assert len(decided) == len(after_tools) == 2
+    for token, content in zip(decided, after_tools):
+        assert token.strip() and content.startswith(token.strip()), (token, content)
+    if template == "compact":  # its inference variant has no generation markers: nothing located, nothing weighted
+        assert content_offset(tok, tok.chat_template) is None
+
+
+def test_decision_weight_adds_only_the_decision_tokens_loss(tmp_path, store, tiny):  # noqa: F811
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig
+
+    from sft.data import content_offset, decision_positions, tokenize_all
+    from sft.train import loss_positions_trainer
+
+    model, tok = tiny
+    tok.padding_side = "right"
+    data = tokenize_all(tok, [{"messages": trajectory(SearchTools(store))}] * 2, TOOLS, 4096)
+    dataset = Dataset.from_dict({"input_ids": data.input_ids, "labels": data.labels})
+    args = SFTConfig(output_dir=str(tmp_path / "x"), use_cpu=True, report_to="none", per_device_train_batch_size=2)
+    offset = content_offset(tok, training_template(tok))
+    losses = {}
+    for weight in (1.0, 3.0):
+        trainer = loss_positions_trainer(weight, offset)(model=model, args=args, train_dataset=dataset, processing_class=tok)
+        batch = trainer.data_collator([dataset[0], dataset[1]])
+        with torch.no_grad():
+            losses[weight] = trainer.compute_loss(model, dict(batch))
+    labels = batch["labels"][:, 1:]
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"]).logits[:, :-1]
+    per_token = torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), labels, reduction="none", ignore_index=-100)
+    extra = 2.0 * per_token[decision_positions(labels, offset)].sum() / (labels != -100).sum()
+    assert extra > 0
+    assert torch.allclose(losses[3.0] - losses[1.0], extra, rtol=1e-3), (losses, extra)
+
+
 def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny):  # noqa: F811
     from sft.train import main
 
@@ -97,6 +148,7 @@ def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny):  # noq
     losses = [row["loss"] for row in summary["loss_history"]]
     assert [row["step"] for row in summary["loss_history"]] == [1, 2, 3, 4, 5, 6]  # history survives the resume
     assert losses[-1] < losses[0]
+    assert all(row["decision_loss"] > 0 for row in summary["loss_history"])  # the two post-tool turns' first tokens
     assert (tmp_path / "sft/loss.png").stat().st_size > 1000
     final = tmp_path / "sft/final"
     card = (final / "README.md").read_text()
@@ -247,3 +299,18 @@ def test_bench_averages_only_measured_steady_state_rates():
 
     assert _mean_known([None, 10.0, 20.0]) == 15.0  # a one-step run has no rate after its first step
     assert _mean_known([None, None]) is None
+
+
+def test_trajectories_from_older_oracle_code_are_flagged(tmp_path, store):  # noqa: F811
+    from data.trajectories import code_hash
+    from datastore.retriever import Datastore
+    from sft.data import stale_warning
+
+    data = write_trajectories(tmp_path / "trajectories.jsonl", store)
+    assert stale_warning(str(data)) is None  # hand-made, no manifest: nothing to compare
+    manifest = {"generator": "data.trajectories", "inputs": {"code": "an older oracle"}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert "make data" in stale_warning(str(tmp_path)) and "make data" in stale_warning(str(data))
+    manifest["inputs"]["code"] = code_hash(Datastore)
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert stale_warning(str(tmp_path)) is None

@@ -1,0 +1,141 @@
+"""Does the model stop when the question is answered? Teacher-forced stop decisions on oracle trajectories.
+
+    python -m eval.stop_decisions --model runs/smollm2-135m/sft/final \
+        --trajectories runs/diagnostics/decision/oracle_varied_test_sft_le2hops
+
+Build the trajectories for held-out questions with `python -m data.trajectories --questions
+<test slice> ...` (the oracle never saw them). At every point right after a tool output the
+conversation so far (the oracle's own, so every model is judged on the same contexts) is rendered
+as the agent renders it, and the model's probability that its next turn opens with `<answer>` is
+read and set against what the oracle did there: answer, or call again. The summary's AUC is the
+chance that a point where the oracle answers gets a higher P(answer) than one where it goes on:
+0.5 means the decision ignores the question and what the tools showed, however often the model
+answers. Unlike greedy episodes, this does not hinge on which of two nearly equal first tokens
+wins, so it separates "has not learned when to stop" from "stops at the wrong rate".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from common.errors import UserError, cli_main
+from common.io import atomic_write_json, iter_jsonl
+
+
+def decision_points(messages: list[dict]):
+    """(prefix, oracle_answers, k) for each assistant turn right after the k-th tool output. A final
+    turn that does not open with `<answer>` is skipped: its first token is not the decision."""
+    k = 0
+    for i in range(1, len(messages)):
+        if messages[i]["role"] != "assistant" or messages[i - 1]["role"] != "tool":
+            continue
+        k += 1
+        answers = not messages[i].get("tool_calls")
+        if answers and not messages[i]["content"].startswith("<answer>"):
+            continue
+        yield messages[:i], answers, k
+
+
+def probe(model, tokenizer, tools, trajectories: list[dict]) -> list[dict]:
+    import torch
+
+    answer_id = tokenizer("<answer>", add_special_tokens=False).input_ids[0]
+    rows = []
+    for t, row in enumerate(trajectories):
+        for prefix, answers, k in decision_points(row["messages"]):
+            text = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
+            ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
+            with torch.no_grad():
+                probs = model(ids).logits[0, -1].float().softmax(-1)
+            rows.append({"trajectory": t, "id": row.get("id"), "hops": row.get("hops"), "type": row.get("type"), "k": k,
+                         "oracle_answers": answers, "p_answer": probs[answer_id].item(),
+                         "greedy_answers": int(probs.argmax()) == answer_id})
+    return rows
+
+
+def auc(positives: list[float], negatives: list[float]) -> float | None:
+    """P(a random positive scores above a random negative), ties counting half (Mann-Whitney)."""
+    if not positives or not negatives:
+        return None
+    pos, neg = np.asarray(positives)[:, None], np.asarray(negatives)[None, :]
+    return float((pos > neg).mean() + 0.5 * (pos == neg).mean())
+
+
+def auc_ci(rows: list[dict], n_boot: int = 1000, seed: int = 0) -> tuple[float, float] | None:
+    """95% interval of the AUC, resampling whole trajectories (their decisions are not independent)."""
+    by_traj: dict[int, list[dict]] = {}
+    for row in rows:
+        by_traj.setdefault(row["trajectory"], []).append(row)
+    groups = list(by_traj.values())
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_boot):
+        sample = [r for i in rng.integers(0, len(groups), len(groups)) for r in groups[i]]
+        value = auc([r["p_answer"] for r in sample if r["oracle_answers"]],
+                    [r["p_answer"] for r in sample if not r["oracle_answers"]])
+        if value is not None:
+            values.append(value)
+    return (float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975))) if values else None
+
+
+def _cell(rows: list[dict]) -> dict:
+    return {"n": len(rows), "mean_p_answer": round(statistics.mean(r["p_answer"] for r in rows), 3) if rows else None,
+            "greedy_answers": sum(r["greedy_answers"] for r in rows)}
+
+
+def summary(rows: list[dict]) -> dict:
+    answer = [r for r in rows if r["oracle_answers"]]
+    go_on = [r for r in rows if not r["oracle_answers"]]
+    value, interval = auc([r["p_answer"] for r in answer], [r["p_answer"] for r in go_on]), auc_ci(rows)
+    agree = [r["greedy_answers"] == r["oracle_answers"] for r in rows]
+    return {
+        "decisions": len(rows), "auc": None if value is None else round(value, 3),
+        "auc_ci": None if interval is None else [round(x, 3) for x in interval],
+        "greedy_agreement": round(statistics.mean(agree), 3) if agree else None,
+        "oracle_answers": _cell(answer), "oracle_goes_on": _cell(go_on),
+        "by_hops": {f"{h}-hop, oracle {'answers' if a else 'goes on'}": _cell([r for r in rows if r["hops"] == h and r["oracle_answers"] == a])
+                    for h in sorted({r["hops"] for r in rows}, key=str) for a in (True, False)},
+        "by_output": {f"after output {k}, oracle {'answers' if a else 'goes on'}": _cell([r for r in rows if r["k"] == k and r["oracle_answers"] == a])
+                      for k in sorted({r["k"] for r in rows}) for a in (True, False)},
+    }
+
+
+def read_trajectories(path: str) -> list[dict]:
+    file = Path(path)
+    file = file / "trajectories.jsonl" if file.is_dir() else file
+    if not file.is_file():
+        raise UserError(f"no trajectories at {path}; build them with python -m data.trajectories --questions <held-out questions>")
+    return [row for _, row in iter_jsonl(file, "one trajectory {id, messages, hops, ...} per line")]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Teacher-forced stop decisions of a model on oracle trajectories.")
+    parser.add_argument("--model", required=True, help="checkpoint folder or model name")
+    parser.add_argument("--trajectories", required=True, nargs="+", help="oracle trajectories (folder or .jsonl), one summary each")
+    parser.add_argument("--out", help="write the summaries and per-decision rows to this JSON file")
+    parser.add_argument("--dtype", default="fast", help="fast: bfloat16 where the CPU has bf16 units, else float32")
+    args = parser.parse_args(argv)
+    sets = {path: read_trajectories(path) for path in args.trajectories}
+    from agent.chat import prepare_tokenizer
+    from agent.models import load_model
+    from agent.tools import SearchTools, tool_functions
+
+    model, tokenizer = load_model(args.model, dtype=args.dtype)
+    tokenizer, tools = prepare_tokenizer(tokenizer), tool_functions(SearchTools(None))
+    report = {}
+    for path, trajectories in sets.items():
+        rows = probe(model.eval(), tokenizer, tools, trajectories)
+        if not rows:
+            raise UserError(f"{path}: no decision after a tool output in these trajectories")
+        report[path] = {"summary": summary(rows), "rows": rows}
+        print(json.dumps({"trajectories": path, **report[path]["summary"]}))
+    if args.out:
+        atomic_write_json(Path(args.out), {"model": args.model, "sets": report})
+
+
+if __name__ == "__main__":
+    cli_main(main)
