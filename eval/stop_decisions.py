@@ -6,8 +6,10 @@
 Build the trajectories for held-out questions with `python -m data.trajectories --questions
 <test slice> ...` (the oracle never saw them). At every point right after a tool output the
 conversation so far (the oracle's own, so every model is judged on the same contexts) is rendered
-as the agent renders it, and the model's probability that its next turn opens with `<answer>` is
-read and set against what the oracle did there: answer, or call again. The summary's AUC is the
+as the agent renders it, and the model's probability that its next turn opens with the `<answer>`
+tag is read and set against what the oracle did there: answer, or call again. The varied oracle
+sometimes reads on after the fact was shown (`--p-extra`), so some "goes on" labels are a coin
+the model cannot call; build probe sets with `--p-extra 0` for cleaner labels. The summary's AUC is the
 chance that a point where the oracle answers gets a higher P(answer) than one where it goes on:
 0.5 means the decision ignores the question and what the tools showed, however often the model
 answers. Unlike greedy episodes, this does not hinge on which of two nearly equal first tokens
@@ -27,34 +29,53 @@ from common.io import atomic_write_json, iter_jsonl
 
 
 def decision_points(messages: list[dict]):
-    """(prefix, oracle_answers, k) for each assistant turn right after the k-th tool output. A final
-    turn that does not open with `<answer>` is skipped: its first token is not the decision."""
+    """(prefix, oracle_answers, k) for each assistant turn right after a tool output, the k-th such
+    decision. oracle_answers is None for a final turn that opens with text before `<answer>` (its
+    first token is not the decision; counted, not probed). The oracle's deliberate repeats
+    ("train": false) are context, not decisions: the turn after their refusal is the real one."""
     k = 0
     for i in range(1, len(messages)):
-        if messages[i]["role"] != "assistant" or messages[i - 1]["role"] != "tool":
+        turn = messages[i]
+        if turn["role"] != "assistant" or messages[i - 1]["role"] != "tool" or turn.get("train") is False:
             continue
         k += 1
-        answers = not messages[i].get("tool_calls")
-        if answers and not messages[i]["content"].startswith("<answer>"):
-            continue
-        yield messages[:i], answers, k
+        answers = not turn.get("tool_calls")
+        yield messages[:i], (None if answers and not turn["content"].startswith("<answer>") else answers), k
 
 
-def probe(model, tokenizer, tools, trajectories: list[dict]) -> list[dict]:
+def _check_turn_starts_at_prompt(tokenizer, tools, prefix: list[dict]) -> None:
+    prompt = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(prefix + [{"role": "assistant", "content": "<answer>x</answer>"}], tools=tools,
+                                         tokenize=False)
+    if not full.startswith(prompt + "<answer>"):
+        raise UserError("this chat template puts text between the generation prompt and the turn (e.g. a think "
+                        "block), so P(<answer>) at the prompt is not the stop decision; probe a ChatML-style model")
+
+
+def probe(model, tokenizer, tools, trajectories: list[dict]) -> tuple[list[dict], int]:
+    """Per decision point: P(the turn opens with the whole `<answer>` tag; its first token alone is
+    shared with `<tool_call>` in SmolLM2's vocabulary) and whether greedy decoding writes it.
+    Returns the rows and the number of points skipped (text before the answer)."""
     import torch
 
-    answer_id = tokenizer("<answer>", add_special_tokens=False).input_ids[0]
-    rows = []
+    tag = tokenizer("<answer>", add_special_tokens=False).input_ids
+    rows, skipped = [], 0
     for t, row in enumerate(trajectories):
         for prefix, answers, k in decision_points(row["messages"]):
+            if answers is None:
+                skipped += 1
+                continue
+            if not rows:
+                _check_turn_starts_at_prompt(tokenizer, tools, prefix)
             text = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
-            ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
+            ids = tokenizer(text, add_special_tokens=False).input_ids
             with torch.no_grad():
-                probs = model(ids).logits[0, -1].float().softmax(-1)
+                logits = model(torch.tensor([ids + tag[:-1]])).logits[0, len(ids) - 1:].float()
+            probs = logits.softmax(-1)[torch.arange(len(tag)), torch.tensor(tag)]
             rows.append({"trajectory": t, "id": row.get("id"), "hops": row.get("hops"), "type": row.get("type"), "k": k,
-                         "oracle_answers": answers, "p_answer": probs[answer_id].item(),
-                         "greedy_answers": int(probs.argmax()) == answer_id})
-    return rows
+                         "oracle_answers": answers, "p_answer": probs.prod().item(),
+                         "greedy_answers": logits.argmax(-1).tolist() == tag})
+    return rows, skipped
 
 
 def auc(positives: list[float], negatives: list[float]) -> float | None:
@@ -98,7 +119,7 @@ def summary(rows: list[dict]) -> dict:
         "greedy_agreement": round(statistics.mean(agree), 3) if agree else None,
         "oracle_answers": _cell(answer), "oracle_goes_on": _cell(go_on),
         "by_hops": {f"{h}-hop, oracle {'answers' if a else 'goes on'}": _cell([r for r in rows if r["hops"] == h and r["oracle_answers"] == a])
-                    for h in sorted({r["hops"] for r in rows}, key=str) for a in (True, False)},
+                    for h in sorted({r["hops"] for r in rows}, key=lambda h: (h is None, h or 0)) for a in (True, False)},
         "by_output": {f"after output {k}, oracle {'answers' if a else 'goes on'}": _cell([r for r in rows if r["k"] == k and r["oracle_answers"] == a])
                       for k in sorted({r["k"] for r in rows}) for a in (True, False)},
     }
@@ -128,10 +149,10 @@ def main(argv=None) -> None:
     tokenizer, tools = prepare_tokenizer(tokenizer), tool_functions(SearchTools(None))
     report = {}
     for path, trajectories in sets.items():
-        rows = probe(model.eval(), tokenizer, tools, trajectories)
+        rows, skipped = probe(model.eval(), tokenizer, tools, trajectories)
         if not rows:
             raise UserError(f"{path}: no decision after a tool output in these trajectories")
-        report[path] = {"summary": summary(rows), "rows": rows}
+        report[path] = {"summary": {**summary(rows), "skipped_text_before_answer": skipped}, "rows": rows}
         print(json.dumps({"trajectories": path, **report[path]["summary"]}))
     if args.out:
         atomic_write_json(Path(args.out), {"model": args.model, "sets": report})

@@ -61,13 +61,15 @@ def stale_warning(path: str) -> str | None:
     manifest = read_manifest(folder)
     if not manifest or manifest.get("generator") != "data.trajectories":
         return None
+    from agent.prompt import prompt_hash
     from data.trajectories import code_hash
     from datastore.retriever import Datastore
 
-    if manifest.get("inputs", {}).get("code") == code_hash(Datastore):
+    inputs = manifest.get("inputs", {})
+    if inputs.get("code") == code_hash(Datastore) and inputs.get("prompt") == prompt_hash():
         return None
-    return (f"{path} was built by other oracle / tool code than this checkout's: rebuild it with `make data` "
-            "(python -m data.trajectories), or train on it knowingly")
+    return (f"{path} was built by other oracle, tool or prompt code than this checkout's: rebuild it with "
+            "`make data` (python -m data.trajectories), or train on it knowingly")
 
 
 def tokenize_trajectory(tokenizer, messages: list[dict], tools: list, template: str) -> tuple[list[int], list[int]]:

@@ -64,8 +64,9 @@ def build_trainer(script, training_args, model_args, train_set):
     if script.loss_positions_only:
         offset = content_offset(tokenizer, training_template(tokenizer))
         if offset is None and script.decision_loss_weight != 1.0:
-            raise UserError("decision_loss_weight: this chat template labels the turns after a tool output differently, "
-                            "so the decision token cannot be located; set decision_loss_weight: 1")
+            raise UserError("decision_loss_weight: the first token of a turn after a tool output cannot be located in "
+                            "this chat template (its turns are not one labelled span each, or start differently); "
+                            "set decision_loss_weight: 1")
         trainer_class = loss_positions_trainer(script.decision_loss_weight, offset)
     elif script.decision_loss_weight != 1.0:
         raise UserError("decision_loss_weight needs loss_positions_only: true (the weighted loss lives there)")
@@ -103,7 +104,9 @@ def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = No
     class _Trainer(SFTTrainer):
         """SFTTrainer whose loss runs the LM head only at positions with a label (same loss value)."""
 
-        _decision_loss = [0.0, 0]  # sum and count since the last log
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._decision_loss = [torch.zeros(()), torch.zeros((), dtype=torch.long)]  # since the last log
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels = inputs["labels"][:, 1:]
@@ -117,9 +120,9 @@ def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = No
             per_token = F.cross_entropy(logits.float(), labels[keep], reduction="none")
             if offset is not None:
                 decisions = decision_positions(labels, offset)[keep]
-                if model.training:
-                    self._decision_loss = [self._decision_loss[0] + per_token.detach()[decisions].sum().item(),
-                                           self._decision_loss[1] + int(decisions.sum())]
+                if model.training:  # summed as tensors: read (one sync) only when logged
+                    self._decision_loss = [self._decision_loss[0] + per_token.detach()[decisions].sum().cpu(),
+                                           self._decision_loss[1] + decisions.sum().cpu()]
                 if decision_weight != 1.0:
                     per_token = per_token * torch.where(decisions, decision_weight, 1.0)
             denominator = num_items_in_batch if num_items_in_batch is not None else keep.sum().clamp(min=1)
@@ -130,9 +133,9 @@ def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = No
 
         def log(self, logs, *args, **kwargs):
             total, count = self._decision_loss
-            if "loss" in logs and count:
-                logs["decision_loss"] = round(total / count, 4)
-                self._decision_loss = [0.0, 0]
+            if "loss" in logs and count.item():
+                logs["decision_loss"] = round(total.item() / count.item(), 4)
+                self._decision_loss = [torch.zeros(()), torch.zeros((), dtype=torch.long)]
             super().log(logs, *args, **kwargs)
 
     return _Trainer
@@ -246,6 +249,8 @@ def main(argv=None) -> None:
     if done:
         print(f"{out / 'final'} is already trained with this recipe ({done['global_step']} steps); nothing to do")
         return
+    if script.decision_loss_weight <= 0:
+        raise UserError(f"decision_loss_weight must be > 0 (1 is plain SFT), got {script.decision_loss_weight}")
     dataset, stats = make_dataset(script, training_args, model_args.model_name_or_path)
     print(f"SFT data: {json.dumps(stats)}")
     trainer = build_trainer(script, training_args, model_args, dataset)

@@ -241,7 +241,7 @@ def test_first_decision_prefix_and_probe(tiny):
 def test_stop_decisions_points_auc_and_probe(tiny):
     from agent.chat import prepare_tokenizer
     from agent.tools import SearchTools, tool_functions
-    from eval.stop_decisions import auc, decision_points, probe, summary
+    from eval.stop_decisions import auc, auc_ci, decision_points, probe, summary
 
     call = {"type": "function", "function": {"name": "search", "arguments": {"query": "Kestrel"}}}
     tool = {"role": "tool", "name": "search", "content": "[d1] Kestrel: founded by Ada."}
@@ -252,14 +252,34 @@ def test_stop_decisions_points_auc_and_probe(tiny):
     points = list(decision_points(messages))
     assert [(len(prefix), answers, k) for prefix, answers, k in points] == [(4, False, 1), (6, True, 2)]
     chatty = messages[:-1] + [{"role": "assistant", "content": "So: <answer>Oslo</answer>"}]
-    assert [answers for _, answers, _ in decision_points(chatty)] == [False]  # a final turn opening with text is not a stop token
+    assert [answers for _, answers, _ in decision_points(chatty)] == [False, None]  # text first: not a stop token
+    refused = {"role": "tool", "name": "search", "content": "Error: you already called search with these arguments"}
+    repeat = messages[:4] + [{"role": "assistant", "content": "First: the founder.", "tool_calls": [call], "train": False},
+                             refused] + messages[4:]
+    assert [(len(prefix), answers, k) for prefix, answers, k in decision_points(repeat)] == [(6, False, 1), (8, True, 2)]
     assert auc([0.9, 0.8], [0.1, 0.2]) == 1.0 and auc([0.1], [0.9]) == 0.0 and auc([0.5], [0.5]) == 0.5
-    assert auc([], [0.5]) is None
+    assert auc([0.9, 0.3], [0.5]) == 0.5 and auc([], [0.5]) is None
     model, tokenizer = tiny
-    rows = probe(model, prepare_tokenizer(tokenizer), tool_functions(SearchTools(None)),
-                 [{"id": "a", "hops": 2, "type": "bridge", "messages": messages}])
-    assert [(r["k"], r["oracle_answers"]) for r in rows] == [(1, False), (2, True)]
-    assert all(0.0 < r["p_answer"] < 1.0 for r in rows)
+    rows, skipped = probe(model, prepare_tokenizer(tokenizer), tool_functions(SearchTools(None)),
+                          [{"id": "a", "hops": 2, "type": "bridge", "messages": messages},
+                           {"id": "b", "hops": 2, "type": "bridge", "messages": chatty}])
+    assert [(r["id"], r["k"], r["oracle_answers"]) for r in rows] == [("a", 1, False), ("a", 2, True), ("b", 1, False)]
+    assert skipped == 1 and all(0.0 < r["p_answer"] < 1.0 for r in rows)
     report = summary(rows)
-    assert report["decisions"] == 2 and report["auc"] in (0.0, 0.5, 1.0)
-    assert report["by_hops"]["2-hop, oracle answers"]["n"] == 1
+    assert report["decisions"] == 3 and report["by_hops"]["2-hop, oracle answers"]["n"] == 1
+
+
+def test_stop_decision_auc_interval_resamples_trajectories():
+    from eval.stop_decisions import auc_ci, summary
+
+    def row(t, answers, p, greedy=False, hops=1, k=1):
+        return {"trajectory": t, "oracle_answers": answers, "p_answer": p, "greedy_answers": greedy, "hops": hops, "k": k}
+
+    separated = [row(t, True, 0.9, True) for t in range(5)] + [row(t, False, 0.1) for t in range(5, 10)]
+    assert auc_ci(separated) == (1.0, 1.0)
+    mixed = [row(0, True, 0.9, True), row(1, True, 0.2), row(2, False, 0.5), row(3, False, 0.1)]
+    low, high = auc_ci(mixed)
+    assert low < 0.75 < high and 0.0 <= low and high <= 1.0
+    report = summary(mixed)
+    assert report["auc"] == 0.75 and report["greedy_agreement"] == 0.75  # row 1 is the one greedy gets wrong
+    assert report["oracle_answers"] == {"n": 2, "mean_p_answer": 0.55, "greedy_answers": 1}

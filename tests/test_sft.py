@@ -106,6 +106,27 @@ def test_decision_tokens_are_the_first_tokens_after_each_tool_output(tokenizer, 
         assert content_offset(tok, tok.chat_template) is None
 
 
+def test_decision_positions_in_a_padded_batch(tokenizer, store):  # noqa: F811
+    """Rows of different lengths (right padding), a row whose only turn follows the question, and an
+    untrained repeat: the marked labels are exactly the first tokens of the trained post-tool turns."""
+    import torch
+
+    from agent.chat import prepare_tokenizer
+    from sft.data import content_offset, decision_positions
+
+    tok = prepare_tokenizer(type(tokenizer).from_pretrained(tokenizer.name_or_path))
+    full = trajectory(SearchTools(store))
+    refusal = {"role": "tool", "name": "open", "content": "Error: you already called open with these arguments"}
+    repeat = full[:6] + [{**full[4], "train": False}, refusal] + full[6:]
+    no_tools = full[:2] + [{"role": "assistant", "content": "<answer>Ada Voss</answer>"}]
+    rows = [tokenize_trajectory(tok, m, TOOLS, training_template(tok))[1] for m in (full, no_tools, repeat)]
+    width = max(map(len, rows))
+    labels = torch.tensor([row + [-100] * (width - len(row)) for row in rows])
+    found = decision_positions(labels, content_offset(tok, training_template(tok)))
+    decided = [[tok.decode([labels[r, i].item()]).strip() for i in found[r].nonzero().flatten().tolist()] for r in range(3)]
+    assert decided == [["The", "<"], [], ["The", "<"]]  # the repeat itself is not a target, nor the question's turn
+
+
 def test_decision_weight_adds_only_the_decision_tokens_loss(tmp_path, store, tiny):  # noqa: F811
     import torch
     from datasets import Dataset
@@ -271,6 +292,7 @@ def test_compile_layers_refuses_a_model_without_layers():
     ("learning_rate: fast", "key learning_rate must be float/int"),
     ("loss_positions_only: 3", "key loss_positions_only must be bool"),
     ("per_device_train_batch_size: 2.5", "key per_device_train_batch_size must be int"),
+    ("use_cpu: true\ndecision_loss_weight: 0", "decision_loss_weight must be > 0"),
 ])
 def test_bad_recipe_names_the_key(tmp_path, line, message):
     from sft.train import main
@@ -302,6 +324,7 @@ def test_bench_averages_only_measured_steady_state_rates():
 
 
 def test_trajectories_from_older_oracle_code_are_flagged(tmp_path, store):  # noqa: F811
+    from agent.prompt import prompt_hash
     from data.trajectories import code_hash
     from datastore.retriever import Datastore
     from sft.data import stale_warning
@@ -312,5 +335,8 @@ def test_trajectories_from_older_oracle_code_are_flagged(tmp_path, store):  # no
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     assert "make data" in stale_warning(str(tmp_path)) and "make data" in stale_warning(str(data))
     manifest["inputs"]["code"] = code_hash(Datastore)
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert "make data" in stale_warning(str(tmp_path))  # the prompt is not recorded: another prompt
+    manifest["inputs"]["prompt"] = prompt_hash()
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     assert stale_warning(str(tmp_path)) is None
