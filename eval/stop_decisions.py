@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError, cli_main
-from common.io import atomic_write_json, iter_jsonl
+from common.io import atomic_write_json
+from sft.data import read_trajectories  # the same reader and checks as SFT
 
 
 def decision_points(messages: list[dict]):
@@ -123,14 +124,6 @@ def summary(rows: list[dict]) -> dict:
         "by_output": {f"after output {k}, oracle {'answers' if a else 'goes on'}": _cell([r for r in rows if r["k"] == k and r["oracle_answers"] == a])
                       for k in sorted({r["k"] for r in rows}) for a in (True, False)},
     }
-
-
-def read_trajectories(path: str) -> list[dict]:
-    file = Path(path)
-    file = file / "trajectories.jsonl" if file.is_dir() else file
-    if not file.is_file():
-        raise UserError(f"no trajectories at {path}; build them with python -m data.trajectories --questions <held-out questions>")
-    return [row for _, row in iter_jsonl(file, "one trajectory {id, messages, hops, ...} per line")]
 
 
 def main(argv=None) -> None:
