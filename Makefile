@@ -6,6 +6,7 @@
 #            WORLD_DOCS=3000 SEED=0                        (size and seed of the synthetic world)
 #            DATASET=world | hotpotqa_dev500 | hotpotqa_train100 | bamboogle | nq_sample   (make data)
 #            MODEL=smollm2-135m QUESTIONS=<jsonl> OUT=<folder>   (make agent-run)
+#            CKPT=runs/smollm2-135m/sft/final              (make diagnose: any checkpoint folder)
 #            REALDATA_DIR=../shared/realdata               (real QA samples for tests and benchmarks)
 
 PYTHON ?= python3
@@ -18,7 +19,7 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data sft pass-rate rl rl-nolen eval tables agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow clean
+.PHONY: all setup world datastore data sft pass-rate rl rl-nolen eval tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow clean
 
 all: setup datastore data sft rl eval tables
 
@@ -77,6 +78,22 @@ eval: data
 # markdown / CSV / LaTeX tables and plots in runs/tables/ from every result under runs/
 tables: setup
 	$(PY) -m eval.tables --readme README.md
+
+# where a checkpoint fails, on dev oracle searches (never test): when to stop, reading a finished
+# search, the next call of an unfinished one; after `make data`, ~18 min on 2 cores. make diagnose CKPT=<folder>
+CKPT ?= runs/$(MODEL)/sft/final
+PROBES := runs/diagnostics/dev
+PROBE_SETS := $(PROBES)/oracle_sft_le2hops $(PROBES)/oracle_rl_2hops
+PROBE_OUT := $(PROBES)/$(subst /,_,$(CKPT))
+ORACLE := $(PY) -m data.trajectories --questions runs/data/world/questions/dev.jsonl --world runs/data/world \
+	--datastore world --p-extra 0 --limit 100 --quiet
+diagnose: setup
+	$(ORACLE) --where pool=sft --where hops=1,2 --out $(PROBES)/oracle_sft_le2hops
+	$(ORACLE) --where pool=rl --where hops=2 --out $(PROBES)/oracle_rl_2hops
+	$(PY) -m eval.stop_decisions --model $(CKPT) --trajectories $(PROBE_SETS) --fit-threshold --out $(PROBE_OUT)/stop_decisions.json
+	$(PY) -m eval.oracle_reading --model $(CKPT) --trajectories $(PROBE_SETS) --out $(PROBE_OUT)/oracle_reading.json
+	$(PY) -m eval.next_calls --model $(CKPT) --trajectories $(PROBE_SETS) --questions runs/data/world/questions/dev.jsonl \
+		--out $(PROBE_OUT)/next_calls.json
 
 bench-sft: data
 	$(PY) -m sft.bench --config recipes/$(MODEL)/sft.yaml --steps 8 --rounds 1

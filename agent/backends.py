@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from agent.chat import render_tool_call
 
+ANSWER_TAG = "<answer>"
+
 
 @dataclass
 class Completion:
@@ -25,6 +27,7 @@ class Completion:
     tokens: int  # tokens generated this turn
     prompt_tokens: int  # tokens in the context before this turn
     error: str | None = None  # set when the backend could not produce a turn (overflow, endpoint down)
+    forced: bool = False  # opened with `<answer>` by the calibrated stop (answer_threshold), not by the model
 
 
 @dataclass
@@ -39,11 +42,14 @@ class TransformersBackend:
     """`reuse_cache`: keep each conversation's KV cache between turns (agent/turn_cache.py), so a
     turn prefills only its new tokens; conversations are told apart by the list object passed in."""
 
-    def __init__(self, model, tokenizer, sampling: Sampling, batch_size: int = 16, reuse_cache: bool = True):
+    def __init__(self, model, tokenizer, sampling: Sampling, batch_size: int = 16, reuse_cache: bool = True,
+                 answer_threshold: float | None = None):
         from agent.turn_cache import TurnCache
 
         self.model, self.tokenizer, self.sampling, self.batch_size = model, tokenizer, sampling, batch_size
         self.turn_cache = TurnCache(model.config) if reuse_cache else None
+        self.answer_threshold, self.forced_answers = answer_threshold, 0
+        self.answer_tag = tokenizer(ANSWER_TAG, add_special_tokens=False)["input_ids"]
         self.model.eval()
 
     def render(self, conversation: list[dict], tools: list | None) -> str:
@@ -52,7 +58,35 @@ class TransformersBackend:
     def complete(self, conversations: list[list[dict]], tools: list | None) -> list[Completion]:
         prompts = [self.render(conv, tools) for conv in conversations]
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        results: list[Completion | None] = [None] * len(prompts)
+        forced = [self._answer_now(conversation, row) for conversation, row in zip(conversations, ids)]
+        completions = self.complete_ids([row + self.answer_tag if f else row for row, f in zip(ids, forced)],
+                                        [id(conversation) for conversation in conversations])
+        tag = len(self.answer_tag)
+        for completion, f in zip(completions, forced):
+            if f and not completion.error:  # the tag belongs to the turn, not to its context
+                completion.text, completion.forced = ANSWER_TAG + completion.text, True
+                completion.tokens, completion.prompt_tokens = completion.tokens + tag, completion.prompt_tokens - tag
+                self.forced_answers += 1
+        return completions
+
+    def _answer_now(self, conversation: list[dict], ids: list[int]) -> bool:
+        """A calibrated stop (`answer_threshold`): right after a tool output, open the turn with
+        `<answer>` when the model gives that tag at least this probability, even where it is not the
+        argmax (the stop ranks contexts better than its level: eval.stop_decisions). Below it the
+        model decides as usual. Fit the threshold on dev oracle contexts, never on test. Costs one
+        more forward pass over the context per turn (no cache)."""
+        if self.answer_threshold is None or conversation[-1].get("role") != "tool":
+            return False
+        if len(ids) + len(self.answer_tag) > self.sampling.max_context_tokens - self.sampling.max_new_tokens:
+            return False  # complete_ids reports the overflow
+        return tag_probability(self.model, ids, self.answer_tag)[0] >= self.answer_threshold
+
+    def complete_ids(self, ids: list[list[int]], keys: list | None = None) -> list[Completion]:
+        """Turns for prompts already tokenized (e.g. a turn forced to open with a tag). `keys` tell
+        conversations apart for the turn cache; without them each prompt counts as a new
+        conversation and the cache of earlier ones is dropped (probes, not episodes)."""
+        keys = keys if keys is not None else [("prompt", index) for index in range(len(ids))]
+        results: list[Completion | None] = [None] * len(ids)
         limit = self.sampling.max_context_tokens - self.sampling.max_new_tokens
         runnable = []
         for index, row in enumerate(ids):
@@ -60,7 +94,6 @@ class TransformersBackend:
                 results[index] = Completion("", 0, len(row), error=f"context of {len(row)} tokens exceeds {limit}")
             else:
                 runnable.append(index)
-        keys = [id(conversation) for conversation in conversations]
         if self.turn_cache:
             self.turn_cache.retain(keys)
         # rows that prefill similar numbers of tokens share a batch: less padding
@@ -94,6 +127,17 @@ class TransformersBackend:
             self.turn_cache.store(keys, rows, batch, generated, output.sequences.shape[1] - width, cache)
         return [Completion(self.tokenizer.decode(tokens, skip_special_tokens=True), len(tokens), len(row))
                 for row, tokens in zip(rows, generated)]
+
+
+def tag_probability(model, ids: list[int], tag: list[int]) -> tuple[float, bool]:
+    """(P(the next tokens after `ids` are `tag`), whether greedy decoding writes `tag` there), read in
+    one forward pass: a tag such as `<answer>` spans several tokens, and its first may be shared."""
+    import torch
+
+    with torch.no_grad():  # only the positions that predict the tag: the vocabulary head is large
+        logits = model(torch.tensor([ids + tag[:-1]], device=model.device), logits_to_keep=len(tag)).logits[0].float()
+    probs = logits.softmax(-1)[torch.arange(len(tag)), torch.tensor(tag)]
+    return probs.prod().item(), logits.argmax(-1).tolist() == tag
 
 
 def _trim(generated: list[int], pad: int, eos: int) -> list[int]:

@@ -41,6 +41,7 @@ class Episode:
     context_tokens: int = 0
     turns: int = 0
     error: str | None = None
+    forced_answer: bool = False  # the calibrated stop opened the final turn (agent.run --answer-threshold)
     seconds: float = 0.0
     _start: float = field(default_factory=time.perf_counter, repr=False)
 
@@ -58,7 +59,8 @@ class Episode:
             "turns": self.turns, "tool_calls": log.n_calls if log else 0,
             "valid_tool_calls": log.n_valid if log else 0, "repeated_tool_calls": log.n_repeated if log else 0,
             "retrieved": log.retrieved if log else [], "opened": log.opened if log else [],
-            "seconds": round(self.seconds, 3), "error": self.error, "messages": self.messages,
+            "seconds": round(self.seconds, 3), "error": self.error, "forced_answer": self.forced_answer,
+            "messages": self.messages,
             **{key: self.question.get(key) for key in ("hops", "type", "pool", "split", "source", "gold_doc_ids")},
         }
 
@@ -106,6 +108,7 @@ def _step(episode: Episode, completion, specs: dict, config: EpisodeConfig, extr
     if turn is None or not turn.has_tool_syntax:
         episode.messages.append({"role": "assistant", "content": completion.text})
         episode.prediction = extract_answer(completion.text)
+        episode.forced_answer = getattr(completion, "forced", False)
         episode.finish = "answer" if episode.prediction is not None else "no_answer"
         return
     if turn.errors:  # keep the raw text so the trajectory re-renders exactly as generated

@@ -86,7 +86,7 @@ def make_backend(args):
         return VLLMBackend(path, prepare_tokenizer(AutoTokenizer.from_pretrained(path)), sampling)
     model, tokenizer = load_model(args.model, dtype=args.dtype)
     return TransformersBackend(model, prepare_tokenizer(tokenizer), sampling, batch_size=args.batch_size,
-                               reuse_cache=not args.full_prefill)
+                               reuse_cache=not args.full_prefill, answer_threshold=args.answer_threshold)
 
 
 def make_retriever(args):
@@ -128,6 +128,8 @@ def run(args) -> dict:
     stale = set(done) - {q["id"] for q in questions}
     if stale:
         raise UserError(f"{predictions} holds {len(stale)} questions not in {args.questions}; use a new --out folder")
+    if any(r.get("answer_threshold") != args.answer_threshold for r in done.values()):
+        raise UserError(f"{predictions} was run with another --answer-threshold; use a new --out folder")
     todo = [q for q in questions if q["id"] not in done]
     print(f"{len(questions)} questions: {len(done)} already done, {len(todo)} to run")
     started, backend = time.perf_counter(), None
@@ -143,7 +145,7 @@ def run(args) -> dict:
                                         lambda: SearchTools(retriever, k=args.k, method=args.method), config,
                                         progress=not args.quiet)
                 for episode in episodes:
-                    record = episode.record()
+                    record = {**episode.record(), "answer_threshold": args.answer_threshold}
                     done[record["id"]] = record
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 handle.flush()
@@ -154,7 +156,9 @@ def run(args) -> dict:
                       "closed_book": args.closed_book, "rag": args.rag, "k": args.k, "max_turns": args.max_turns,
                       "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
                       "seconds_this_run": round(time.perf_counter() - started, 1), "n_run_now": len(todo),
-                      "prompt_tokens_from_turn_cache": turn_cache_share(backend)}
+                      "prompt_tokens_from_turn_cache": turn_cache_share(backend),
+                      "answer_threshold": args.answer_threshold,
+                      "forced_answers": sum(bool(r.get("forced_answer")) for r in records)}
     atomic_write_json(out / "metrics.json", metrics)
     overall = metrics["overall"]
     print(f"EM {overall['em']:.3f}  F1 {overall['f1']:.3f}  answer rate {overall['answer_rate']:.3f}  "
@@ -194,8 +198,16 @@ def parse_args(argv=None):
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
+    parser.add_argument("--answer-threshold", type=float,
+                        help="after a tool output, answer when P(<answer>) reaches this (fit it on dev with "
+                             "python -m eval.stop_decisions --fit-threshold; transformers backend only)")
     parser.add_argument("--quiet", action="store_true")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.answer_threshold is not None and not (0 < args.answer_threshold <= 1 and args.backend == "transformers"
+                                                  and not (args.closed_book or args.rag)):
+        parser.error("--answer-threshold takes a probability in (0, 1], with --backend transformers and tools "
+                     "(not --closed-book or --rag)")
+    return args
 
 
 def main(argv=None) -> None:

@@ -235,7 +235,7 @@ def code_hash(retriever_type) -> str:
 
 def inputs_manifest(args, retriever) -> dict:
     keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "max_turns",
-            "max_tool_calls", "limit", "teacher_url", "teacher_model", "samples", "temperature", "top_p",
+            "max_tool_calls", "where", "limit", "teacher_url", "teacher_model", "samples", "temperature", "top_p",
             "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
     inputs = {"questions": file_sha256(args.questions), "datastore": retriever.manifest.get("inputs"),
@@ -268,7 +268,7 @@ def run(args) -> dict:
         print(f"{out}: stored tool outputs no longer replay; rebuilding")
     import torch  # one intra-op thread: one-query dense encoding is ~20x slower when threads fight
     torch.set_num_threads(1)
-    questions = read_questions(args.questions, args.limit)
+    questions = read_questions(args.questions, args.limit, args.where)
     if any(not q.get("answers") for q in questions):
         raise UserError(f"{args.questions}: every question record needs an `answers` list (data/questions.py)")
     if args.teacher_url:
@@ -308,7 +308,9 @@ def parse_args(argv=None):
              "question as a query now and then (--p-question); canonical: one of each (both ignored)")
     add("--max-turns", type=int, default=8, help="agent.run's turn budget: at most turns - 1 tool calls")
     add("--max-tool-calls", type=int, default=8, help="the budget the system prompt states")
-    add("--limit", type=int, help="only the first N questions")
+    add("--where", action="append", metavar="FIELD=V1,V2",
+        help="only questions whose FIELD is one of the values (repeatable; as agent.run's)")
+    add("--limit", type=int, help="only the first N questions (after --where)")
     add("--tokenizer", default="smollm2-135m", help="model whose tokenizer measures lengths in the report")
     add("--teacher-url", help="OpenAI-compatible endpoint (teacher mode)")
     add("--teacher-model", help="model name at --teacher-url")

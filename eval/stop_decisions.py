@@ -57,9 +57,9 @@ def probe(model, tokenizer, tools, trajectories: list[dict]) -> tuple[list[dict]
     """Per decision point: P(the turn opens with the whole `<answer>` tag; its first token alone is
     shared with `<tool_call>` in SmolLM2's vocabulary) and whether greedy decoding writes it.
     Returns the rows and the number of points skipped (text before the answer)."""
-    import torch
+    from agent.backends import ANSWER_TAG, tag_probability
 
-    tag = tokenizer("<answer>", add_special_tokens=False).input_ids
+    tag = tokenizer(ANSWER_TAG, add_special_tokens=False).input_ids
     rows, skipped = [], 0
     for t, row in enumerate(trajectories):
         for prefix, answers, k in decision_points(row["messages"]):
@@ -69,13 +69,9 @@ def probe(model, tokenizer, tools, trajectories: list[dict]) -> tuple[list[dict]
             if not rows:
                 _check_turn_starts_at_prompt(tokenizer, tools, prefix)
             text = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
-            ids = tokenizer(text, add_special_tokens=False).input_ids
-            with torch.no_grad():
-                logits = model(torch.tensor([ids + tag[:-1]])).logits[0, len(ids) - 1:].float()
-            probs = logits.softmax(-1)[torch.arange(len(tag)), torch.tensor(tag)]
+            p_answer, greedy_answers = tag_probability(model, tokenizer(text, add_special_tokens=False).input_ids, tag)
             rows.append({"trajectory": t, "id": row.get("id"), "hops": row.get("hops"), "type": row.get("type"), "k": k,
-                         "oracle_answers": answers, "p_answer": probs.prod().item(),
-                         "greedy_answers": logits.argmax(-1).tolist() == tag})
+                         "oracle_answers": answers, "p_answer": p_answer, "greedy_answers": greedy_answers})
     return rows, skipped
 
 
@@ -126,12 +122,35 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Teacher-forced stop decisions of a model on oracle trajectories.")
+def fit_threshold(rows: list[dict]) -> dict:
+    """The `agent.run --answer-threshold` that best reproduces the oracle's stops on these rows: the
+    agent answers where P(answer) >= threshold or greedy decoding answers anyway. None when no
+    threshold beats greedy decoding alone. Ties go to the higher threshold (answering a bridge after
+    its first hop is fatal; going on costs a call)."""
+    def agreement(threshold: float | None) -> float:
+        return statistics.mean(((threshold is not None and r["p_answer"] >= threshold) or r["greedy_answers"])
+                               == r["oracle_answers"] for r in rows)
+
+    candidates = [None] + sorted({r["p_answer"] for r in rows}, reverse=True)  # max keeps the first of ties
+    best = max(candidates, key=agreement)
+    return {"threshold": best, "agreement": round(agreement(best), 3), "greedy_agreement": round(agreement(None), 3),
+            "decisions": len(rows)}
+
+
+def probe_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments every probe on oracle trajectories takes (this one, oracle_reading, next_calls)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", required=True, help="checkpoint folder or model name")
     parser.add_argument("--trajectories", required=True, nargs="+", help="oracle trajectories (folder or .jsonl), one summary each")
-    parser.add_argument("--out", help="write the summaries and per-decision rows to this JSON file")
+    parser.add_argument("--out", help="write the summaries and per-point rows to this JSON file")
     parser.add_argument("--dtype", default="fast", help="fast: bfloat16 where the CPU has bf16 units, else float32")
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = probe_parser("Teacher-forced stop decisions of a model on oracle trajectories.")
+    parser.add_argument("--fit-threshold", action="store_true",
+                        help="fit agent.run's --answer-threshold on all the sets' decisions (use dev questions, never test)")
     args = parser.parse_args(argv)
     sets = {path: read_trajectories(path) for path in args.trajectories}
     from agent.chat import prepare_tokenizer
@@ -147,8 +166,11 @@ def main(argv=None) -> None:
             raise UserError(f"{path}: no decision after a tool output in these trajectories")
         report[path] = {"summary": {**summary(rows), "skipped_text_before_answer": skipped}, "rows": rows}
         print(json.dumps({"trajectories": path, **report[path]["summary"]}))
+    fitted = fit_threshold([r for entry in report.values() for r in entry["rows"]]) if args.fit_threshold else None
+    if fitted:
+        print(json.dumps({"fitted": fitted}))
     if args.out:
-        atomic_write_json(Path(args.out), {"model": args.model, "sets": report})
+        atomic_write_json(Path(args.out), {"model": args.model, "sets": report, "fitted": fitted})
 
 
 if __name__ == "__main__":

@@ -185,6 +185,7 @@ def test_tiny_model_episode_end_to_end(store, tiny):
 
 def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
     from agent.run import main
+    from common.errors import UserError
 
     questions = tmp_path / "q.jsonl"
     questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Question {i}?", "answers": ["x"], "hops": 1})
@@ -199,6 +200,12 @@ def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
     assert [json.loads(line)["id"] for line in lines] == ["q0", "q1", "q2"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["overall"]["n"] == 3 and metrics["run"]["n_run_now"] == 1
+    assert metrics["run"]["forced_answers"] == 0 and all(json.loads(line)["answer_threshold"] is None for line in lines)
+    with pytest.raises(UserError, match="another --answer-threshold"):  # never mixed into one set of predictions
+        main(args + ["--answer-threshold", "0.2"])
+    for bad in (["--answer-threshold", "0"], ["--answer-threshold", "0.2", "--closed-book"]):
+        with pytest.raises(SystemExit):
+            main(args + bad)
 
 
 def test_where_filters_questions_before_the_limit(tmp_path):

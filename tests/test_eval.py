@@ -283,3 +283,92 @@ def test_stop_decision_auc_interval_resamples_trajectories():
     report = summary(mixed)
     assert report["auc"] == 0.75 and report["greedy_agreement"] == 0.75  # row 1 is the one greedy gets wrong
     assert report["oracle_answers"] == {"n": 2, "mean_p_answer": 0.55, "greedy_answers": 1}
+
+
+def _reading_messages(final: str = "<answer>Oslo</answer>"):
+    call = {"type": "function", "function": {"name": "search", "arguments": {"query": "Ada"}}}
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": "Where was Kestrel's founder born?"},
+            {"role": "assistant", "content": "First: the founder.", "tool_calls": [call]},
+            {"role": "tool", "name": "search", "content": "[d1] Ada: Ada was born in Oslo."},
+            {"role": "assistant", "content": final}]
+
+
+def test_oracle_reading_forces_the_tag_and_reads_the_free_turn(tiny):
+    from agent.backends import Completion, Sampling, TransformersBackend
+    from agent.chat import prepare_tokenizer
+    from agent.tools import SearchTools, tool_functions
+    from eval.oracle_reading import final_context, forced_prediction, read, summary
+
+    messages = _reading_messages()
+    assert final_context(messages) == messages[:4]
+    assert final_context(messages[:3] + [{"role": "user", "content": "?"}, messages[4]]) is None  # not after a tool
+    assert final_context(messages[:4] + [{"role": "assistant", "content": "I'll search more."}]) is None
+    assert forced_prediction("Oslo</answer>") == "Oslo" and forced_prediction("Oslo and more") is None
+    assert forced_prediction("Oslo</ANSWER>") == "Oslo"  # read as agent.run reads answers
+
+    model, tokenizer = tiny
+    tokenizer = prepare_tokenizer(tokenizer)
+    tag = tokenizer("<answer>", add_special_tokens=False).input_ids
+
+    class Scripted(TransformersBackend):
+        """Reads the right answer only when the turn is forced; searches again when free."""
+        def complete_ids(self, ids, keys=None):
+            self.seen.append([row[-len(tag):] == tag for row in ids])
+            return [Completion("Oslo</answer>" if row[-len(tag):] == tag else
+                               'More. <tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>', 3, len(row))
+                    for row in ids]
+
+    backend = Scripted(model, tokenizer, Sampling(), reuse_cache=False)
+    backend.seen = []
+    trajectories = [{"id": "a", "hops": 2, "type": "bridge", "answers": ["Oslo"], "messages": messages},
+                    {"id": "b", "hops": 2, "type": "yesno", "answers": ["no"], "messages": messages[:3]}]
+    rows, skipped = read(backend, tool_functions(SearchTools(None)), trajectories)
+    assert backend.seen == [[True], [False]] and skipped == {"no_answer_after_a_tool_output": 1, "context_too_long": 0}
+    assert rows[0]["forced_em"] == 1.0 and not rows[0]["free_answers"] and rows[0]["free_em"] == 0.0
+    assert rows[0]["shown"] and not rows[0]["oracle_text_first"]
+    report = summary(rows)
+    assert report["forced_em"] == 1.0 and report["free_answers"] == 0.0 and report["by_type"]["bridge/2"]["n"] == 1
+
+    # smoke test with a real model (the tiny one writes noise); the budget is restored after
+    real = TransformersBackend(model, tokenizer, Sampling(max_new_tokens=7), reuse_cache=False)
+    rows, _ = read(real, tool_functions(SearchTools(None)), trajectories[:1])
+    assert len(rows) == 1 and isinstance(rows[0]["free"], str) and real.sampling.max_new_tokens == 7
+
+
+def test_stop_threshold_fit_prefers_the_higher_of_tied_thresholds():
+    from eval.stop_decisions import fit_threshold
+
+    def row(answers, p, greedy=False):
+        return {"oracle_answers": answers, "p_answer": p, "greedy_answers": greedy}
+
+    rows = [row(True, 0.30), row(True, 0.25), row(False, 0.10), row(False, 0.05), row(True, 0.6, True)]
+    fitted = fit_threshold(rows)
+    assert fitted["threshold"] == 0.25 and fitted["agreement"] == 1.0 and fitted["greedy_agreement"] == 0.6
+    # a go-on point between the answer points: 0.30 and 0.20 agree on 4 of 5 alike; the higher wins
+    tied = [row(True, 0.30), row(False, 0.25), row(True, 0.20), row(False, 0.10), row(False, 0.05)]
+    assert fit_threshold(tied)["threshold"] == 0.30 and fit_threshold(tied)["agreement"] == 0.8
+    # greedy decoding alone is best: no threshold
+    greedy_best = [row(False, 0.9), row(True, 0.5, True), row(False, 0.1)]
+    assert fit_threshold(greedy_best) == {"threshold": None, "agreement": 1.0, "greedy_agreement": 1.0, "decisions": 3}
+    # a tiny probability is kept as it is (rounding it to 0.0 would make agent.run refuse it)
+    assert fit_threshold([row(True, 3e-5), row(False, 1e-6)])["threshold"] == 3e-5
+
+
+def test_answer_threshold_opens_the_turn_with_the_tag_after_tool_outputs_only(tiny):
+    from agent.backends import Sampling, TransformersBackend, tag_probability
+    from agent.chat import prepare_tokenizer
+
+    model, tokenizer = tiny
+    tokenizer = prepare_tokenizer(tokenizer)
+    messages = _reading_messages()[:4]
+    backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens=4), reuse_cache=False)
+    ids = tokenizer(backend.render(messages, None), add_special_tokens=False).input_ids
+    p, greedy = tag_probability(model, ids, backend.answer_tag)
+    assert 0.0 < p < 1e-3 and not greedy  # the tiny random model never picks the tag by itself
+    unforced = backend.complete([messages], None)[0]
+    backend.answer_threshold = p / 2
+    after_tool, after_question = backend.complete([messages, messages[:2]], None)
+    assert after_tool.text.startswith("<answer>") and not after_question.text.startswith("<answer>")
+    assert backend.forced_answers == 1 and after_tool.tokens == unforced.tokens + len(backend.answer_tag)
+    backend.answer_threshold = p * 2
+    assert backend.complete([messages], None)[0].text == unforced.text and backend.forced_answers == 1

@@ -14,6 +14,7 @@ from data.trajectory_oracle import hit_lines, visible
 from datastore.build import DatastoreConfig, build
 from datastore.retriever import Datastore
 from datastore.serve import app_in_thread
+from common.errors import UserError
 from eval.metrics import best_em, extract_answer
 
 
@@ -366,3 +367,59 @@ def test_tool_exposure_counts_what_the_tools_show(setup, tmp_path):
              "--out", str(tmp_path / "exposure")])
     assert json.loads((tmp_path / "exposure.json").read_text())["results"]
     assert "| check | shown | n | rate |" in (tmp_path / "exposure.md").read_text()
+
+
+def test_next_call_probe_reproduces_the_oracle_steps(setup, oracle_run):
+    """eval.next_calls: chain targets end in the answer, a finished search needs nothing, and a
+    model that writes the oracle's own next turn is scored as showing exactly what the oracle showed."""
+    from agent.backends import Completion
+    from agent.chat import render_tool_call
+    from agent.tools import SearchTools, tool_specs
+    from eval import next_calls as NC
+
+    root, store, _ = setup
+    kept, _, by_id = oracle_run
+    world = TJ.WorldIndex(root / "world")
+    chains = [t for t in kept if t["type"] not in NC.PAIRS]
+    assert chains
+    for t in chains:
+        targets = NC.chain_targets(world, by_id[t["question_id"]])
+        assert len(targets) == t["hops"] and best_em(targets[-1], t["answers"]), (t["id"], targets)
+        assert NC.needed(t["messages"][:-1], targets) is None  # the oracle answers once every fact showed
+
+    class Replays:
+        """Writes, at each point, the oracle's own next turn (or a scripted other move)."""
+        def __init__(self, move):
+            self.move = move
+
+        def complete(self, conversations, tools):
+            return [Completion(self.move(conversation), 1, 1) for conversation in conversations]
+
+    def oracle_turn(conversation):
+        turn = next(t for t in chains if t["messages"][:len(conversation)] == conversation)["messages"][len(conversation)]
+        return turn["content"] + "\n" + "".join(render_tool_call(call) for call in turn["tool_calls"])
+
+    def last_call_again(conversation):
+        call = next(m for m in reversed(conversation) if m.get("tool_calls"))["tool_calls"][0]
+        return "Again. " + render_tool_call(call)
+
+    run = lambda move: NC.probe(Replays(move), None, tool_specs(), lambda: SearchTools(store, DEFAULT_K), chains,
+                                by_id, world)
+    rows = run(oracle_turn)
+    assert rows and all(r["kind"] == "call" and r["shows"] == r["oracle_shows"] for r in rows)
+    assert any(r["shows"] for r in rows) and {r["hop"] for r in rows} >= {1, 2}
+    assert all(r["kind"] == "repeat" and not r["shows"] for r in run(last_call_again))
+    assert all(r["kind"] == "answer" for r in run(lambda conversation: "<answer>x</answer>"))
+    assert all(r["kind"] == "no_call" for r in run(lambda conversation: "I think it is x."))
+    assert all(r["kind"] == "invalid" for r in run(lambda conversation: '<tool_call>{"name": "fly"}</tool_call>'))
+    report = NC.summary(rows)
+    assert report["call"] == 1.0 and report["shows"] == report["oracle_shows"]
+
+    class Overflows(Replays):
+        def complete(self, conversations, tools):
+            return [Completion("", 0, 5000, error="context of 5000 tokens exceeds 3840") for _ in conversations]
+
+    errors = NC.probe(Overflows(None), None, tool_specs(), lambda: SearchTools(store, DEFAULT_K), chains, by_id, world)
+    assert all(r["kind"] == "error" for r in errors) and NC.summary(errors)["error"] == 1.0
+    with pytest.raises(UserError, match="pass the --world"):
+        NC.chain_targets(world, {"id": "q", "chain": ["nobody"], "relations": ["founded_by"]})
