@@ -129,7 +129,7 @@ def run(args) -> dict:
     if stale:
         raise UserError(f"{predictions} holds {len(stale)} questions not in {args.questions}; use a new --out folder")
     if any(r.get("answer_threshold") != args.answer_threshold for r in done.values()):
-        raise UserError(f"{predictions} was run with another --answer-threshold; use a new --out folder")
+        raise UserError(f"{predictions} holds episodes run with another --answer-threshold (or none recorded); use a new --out folder")
     todo = [q for q in questions if q["id"] not in done]
     print(f"{len(questions)} questions: {len(done)} already done, {len(todo)} to run")
     started, backend = time.perf_counter(), None

@@ -6,7 +6,7 @@
 
 The companion of `eval.stop_decisions` (when to stop) and `eval.oracle_reading` (reading the
 answer off a finished search). Here the context is the oracle's search for a held-out chain
-question (bridge, lookup, inverse, hidden fact) cut right after a tool output at a point where the
+question (bridge, 3-hop chain, lookup, inverse, hidden fact) cut right after a tool output at a point where the
 oracle calls again because a hop's target has not been shown yet: the next entity's name, or the
 answer. (The episode's first call follows the question, not a tool output, so hop-1 rows are the
 points after a first call that did not show it.) The model writes its turn greedily and its call
@@ -41,8 +41,8 @@ PAIRS = ("comparison", "yesno")  # two parallel lookups: no chain of facts to fo
 
 def chain_targets(world: WorldIndex, question: dict) -> list[str]:
     """What each hop of a chain question makes visible: the next entity's name, last the answer."""
-    known, targets = question["chain"][0], []
     try:
+        known, targets = question["chain"][0], []
         for hop, relation in enumerate(question["relations"]):
             if relation.startswith("inv:"):  # the asked entity is the subject of a fact about the known one
                 known = question["chain"][hop + 1]
@@ -94,6 +94,9 @@ def points(trajectories: list[dict], questions: dict, world: WorldIndex):
         question = questions.get(row.get("question_id"))
         if question is None:
             raise UserError(f"{row.get('id')}: its question {row.get('question_id')} is not in --questions")
+        if not all(question.get(key) for key in ("type", "chain", "relations")):
+            raise UserError(f"question {question['id']} has no type, chain and relations: eval.next_calls needs "
+                            "the synthetic world's questions (data/questions.py)")
         if question["type"] in PAIRS:
             continue
         targets = chain_targets(world, question)
@@ -141,7 +144,7 @@ def search_settings(path: str) -> tuple[int, str | None]:
     point search alike; the agent's defaults for trajectories without a manifest."""
     from agent.tools import DEFAULT_K
 
-    manifest = Path(path) / "manifest.json"
+    manifest = (Path(path) if Path(path).is_dir() else Path(path).parent) / "manifest.json"
     config = json.loads(manifest.read_text()).get("config", {}) if manifest.is_file() else {}
     return config.get("k") or DEFAULT_K, config.get("method")
 

@@ -304,6 +304,12 @@ def test_command_writes_checks_and_skips(setup, capsys):
     TJ.main(args)
     assert "no longer replay; rebuilding" in capsys.readouterr().out
     assert (out / "trajectories.jsonl").read_text().splitlines()[0] == json.dumps(rows[0], ensure_ascii=False)
+    # --where filters before --limit, and a filtered set is another set (its manifest says how)
+    TJ.main(args[:-3] + ["--out", str(root / "two_hop"), "--where", "hops=2", "--limit", "5", "--quiet"])
+    two_hop = [json.loads(line) for line in (root / "two_hop" / "trajectories.jsonl").read_text().splitlines()]
+    assert two_hop and all(t["hops"] == 2 for t in two_hop)
+    kept = json.loads((root / "two_hop" / "manifest.json").read_text())
+    assert kept["config"]["where"] == ["hops=2"] and kept["counts"]["questions"] == 5
 
 
 def _teacher(state: dict, answers: dict) -> FastAPI:
@@ -423,3 +429,6 @@ def test_next_call_probe_reproduces_the_oracle_steps(setup, oracle_run):
     assert all(r["kind"] == "error" for r in errors) and NC.summary(errors)["error"] == 1.0
     with pytest.raises(UserError, match="pass the --world"):
         NC.chain_targets(world, {"id": "q", "chain": ["nobody"], "relations": ["founded_by"]})
+    hotpot_like = {chains[0]["question_id"]: {"id": chains[0]["question_id"], "question": "?", "answers": ["x"]}}
+    with pytest.raises(UserError, match="synthetic world's questions"):
+        list(NC.points(chains[:1], hotpot_like, world))
