@@ -77,9 +77,13 @@ class TransformersBackend:
         more forward pass over the context per turn (no cache)."""
         if self.answer_threshold is None or conversation[-1].get("role") != "tool":
             return False
-        if len(ids) + len(self.answer_tag) > self.sampling.max_context_tokens - self.sampling.max_new_tokens:
+        if len(ids) + len(self.answer_tag) > self._prompt_limit():
             return False  # complete_ids reports the overflow
         return tag_probability(self.model, ids, self.answer_tag)[0] >= self.answer_threshold
+
+    def _prompt_limit(self) -> int:
+        """The longest prompt that leaves room for a whole turn in the context."""
+        return self.sampling.max_context_tokens - self.sampling.max_new_tokens
 
     def complete_ids(self, ids: list[list[int]], keys: list | None = None) -> list[Completion]:
         """Turns for prompts already tokenized (e.g. a turn forced to open with a tag). `keys` tell
@@ -87,7 +91,7 @@ class TransformersBackend:
         conversation and the cache of earlier ones is dropped (probes, not episodes)."""
         keys = keys if keys is not None else [("prompt", index) for index in range(len(ids))]
         results: list[Completion | None] = [None] * len(ids)
-        limit = self.sampling.max_context_tokens - self.sampling.max_new_tokens
+        limit = self._prompt_limit()
         runnable = []
         for index, row in enumerate(ids):
             if len(row) > limit:

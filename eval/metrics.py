@@ -149,7 +149,8 @@ def summarize(records: list[dict]) -> dict:
     return overall
 
 
-def _order(value) -> tuple:
+def value_order(value) -> tuple:
+    """Sort key for breakdown values (hops, type, ...): numbers in order, then strings, None last."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     return (value is None, not number, value if number else str(value))
 
@@ -159,4 +160,4 @@ def breakdown(records: list[dict], key: str) -> dict:
     groups: dict = {}
     for record in records:
         groups.setdefault(record.get(key), []).append(record)
-    return {value: aggregate(groups[value]) for value in sorted(groups, key=_order)}
+    return {value: aggregate(groups[value]) for value in sorted(groups, key=value_order)}

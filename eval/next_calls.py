@@ -19,7 +19,6 @@ purpose, to show recovering).
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
 from agent.chat import parse_assistant
@@ -29,7 +28,7 @@ from common.io import atomic_write_json
 from common.paths import runs_dir
 from data.trajectory_oracle import Drop, WorldIndex, visible
 from eval.metrics import extract_answer
-from eval.stats import bootstrap_ci
+from eval.stats import mean_and_ci
 from eval.oracle_reading import greedy_backend
 from eval.stop_decisions import decision_points, probe_parser
 from sft.data import read_trajectories
@@ -122,10 +121,8 @@ def probe(backend, tools_schema, specs, make_tools, trajectories, questions, wor
 
 
 def _rate(rows: list[dict], test) -> dict:
-    values = [float(test(r)) for r in rows]
-    interval = bootstrap_ci(values)
-    return {"rate": round(statistics.mean(values), 3) if values else None,
-            "ci": [round(x, 3) for x in interval] if interval else None}
+    rate, interval = mean_and_ci(test(r) for r in rows)
+    return {"rate": rate, "ci": interval}
 
 
 def summary(rows: list[dict]) -> dict:

@@ -26,8 +26,8 @@ from pathlib import Path
 from agent.backends import ANSWER_TAG
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json
-from eval.metrics import answer_shown, best_em, extract_answer
-from eval.stats import bootstrap_ci
+from eval.metrics import answer_shown, best_em, extract_answer, value_order
+from eval.stats import mean_and_ci
 from eval.stop_decisions import probe_parser
 from sft.data import read_trajectories  # the same reader and checks as SFT
 
@@ -92,10 +92,7 @@ def _mean(values: list) -> float | None:
 def _cell(rows: list[dict]) -> dict:
     cell = {"n": len(rows)}
     for key in ("forced_em", "free_answers", "free_em"):
-        values = [float(r[key]) for r in rows]
-        interval = bootstrap_ci(values)
-        cell[key] = _mean(values)
-        cell[f"{key}_ci"] = [round(x, 3) for x in interval] if interval else None
+        cell[key], cell[f"{key}_ci"] = mean_and_ci(r[key] for r in rows)
     return cell
 
 
@@ -105,7 +102,7 @@ def summary(rows: list[dict]) -> dict:
 
     return {**_cell(rows), "gold_shown": _mean([float(r["shown"]) for r in rows]),
             "by_hops": {f"{h}-hop": _cell([r for r in rows if r["hops"] == h])
-                        for h in sorted({r["hops"] for r in rows}, key=lambda h: (h is None, h or 0))},
+                        for h in sorted({r["hops"] for r in rows}, key=value_order)},
             "by_type": {k: _cell([r for r in rows if key(r) == k]) for k in sorted({key(r) for r in rows})}}
 
 

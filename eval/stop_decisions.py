@@ -26,6 +26,7 @@ import numpy as np
 
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json
+from eval.metrics import value_order
 from sft.data import read_trajectories  # the same reader and checks as SFT
 
 
@@ -116,7 +117,7 @@ def summary(rows: list[dict]) -> dict:
         "greedy_agreement": round(statistics.mean(agree), 3) if agree else None,
         "oracle_answers": _cell(answer), "oracle_goes_on": _cell(go_on),
         "by_hops": {f"{h}-hop, oracle {'answers' if a else 'goes on'}": _cell([r for r in rows if r["hops"] == h and r["oracle_answers"] == a])
-                    for h in sorted({r["hops"] for r in rows}, key=lambda h: (h is None, h or 0)) for a in (True, False)},
+                    for h in sorted({r["hops"] for r in rows}, key=value_order) for a in (True, False)},
         "by_output": {f"after output {k}, oracle {'answers' if a else 'goes on'}": _cell([r for r in rows if r["k"] == k and r["oracle_answers"] == a])
                       for k in sorted({r["k"] for r in rows}) for a in (True, False)},
     }
