@@ -79,8 +79,9 @@ eval: data
 tables: setup
 	$(PY) -m eval.tables --readme README.md
 
-# where a checkpoint fails, on dev oracle searches (never test): when to stop, reading a finished
-# search, the next call of an unfinished one; after `make data`, ~18 min on 2 cores. make diagnose CKPT=<folder>
+# where a checkpoint fails, on dev oracle searches (never test): when to stop, whether its first
+# token depends on what the search needs, reading a finished search, the next call of an unfinished
+# one; after `make data`, ~20 min on 2 cores. make diagnose CKPT=<folder>
 CKPT ?= runs/$(MODEL)/sft/final
 PROBES := runs/diagnostics/dev
 PROBE_SETS := $(PROBES)/oracle_sft_le2hops $(PROBES)/oracle_rl_2hops
@@ -91,6 +92,7 @@ diagnose: setup
 	$(ORACLE) --where pool=sft --where hops=1,2 --out $(PROBES)/oracle_sft_le2hops
 	$(ORACLE) --where pool=rl --where hops=2 --out $(PROBES)/oracle_rl_2hops
 	$(PY) -m eval.stop_decisions --model $(CKPT) --trajectories $(PROBE_SETS) --fit-threshold --out $(PROBE_OUT)/stop_decisions.json
+	$(PY) -m eval.openers --model $(CKPT) --trajectories $(PROBE_SETS) --out $(PROBE_OUT)/openers.json
 	$(PY) -m eval.oracle_reading --model $(CKPT) --trajectories $(PROBE_SETS) --out $(PROBE_OUT)/oracle_reading.json
 	$(PY) -m eval.next_calls --model $(CKPT) --trajectories $(PROBE_SETS) --questions runs/data/world/questions/dev.jsonl \
 		--out $(PROBE_OUT)/next_calls.json

@@ -177,7 +177,8 @@ def save(out: Path, trajectories: list[dict], manifest: dict, rep: dict, title: 
 def build_oracle(questions: list[dict], world: WorldIndex, retriever, args) -> tuple[list, Counter]:
     oracle = Oracle(world, retriever, args.k, args.method, args.seed, args.p_extra,
                     min(args.max_tool_calls, args.max_turns - 1), args.max_tool_calls, args.p_question,
-                    args.p_find_miss, canonical=args.wording == "canonical", p_repeat=args.p_repeat)
+                    args.p_find_miss, canonical=args.wording == "canonical", p_repeat=args.p_repeat,
+                    next_opener=args.next_opener)
     kept, drops = [], Counter()
     for question in tqdm(questions, desc="oracle", unit="q", disable=args.quiet, mininterval=2.0):
         try:
@@ -234,9 +235,9 @@ def code_hash(retriever_type) -> str:
 
 
 def inputs_manifest(args, retriever) -> dict:
-    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "max_turns",
-            "max_tool_calls", "where", "limit", "teacher_url", "teacher_model", "samples", "temperature", "top_p",
-            "max_new_tokens")
+    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "next_opener",
+            "max_turns", "max_tool_calls", "where", "limit", "teacher_url", "teacher_model", "samples", "temperature",
+            "top_p", "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
     inputs = {"questions": file_sha256(args.questions), "datastore": retriever.manifest.get("inputs"),
               "datastore_config": retriever.manifest.get("config"), "prompt": prompt_hash(),
@@ -306,6 +307,9 @@ def parse_args(argv=None):
     add("--wording", choices=["varied", "canonical"], default="varied",
         help="varied: several thought templates and query styles, open/find at random (--p-extra) and the whole "
              "question as a query now and then (--p-question); canonical: one of each (both ignored)")
+    add("--next-opener", metavar="WORD",
+        help="a fixed word (e.g. \"Found:\") opening every thought that moves on to the next hop, so the choice "
+             "to move on is one first token (default: none; the thought opens with the fact)")
     add("--max-turns", type=int, default=8, help="agent.run's turn budget: at most turns - 1 tool calls")
     add("--max-tool-calls", type=int, default=8, help="the budget the system prompt states")
     add("--where", action="append", metavar="FIELD=V1,V2",

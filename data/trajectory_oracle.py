@@ -92,15 +92,21 @@ class Oracle:
     answer); prompt_tool_calls: the budget the system prompt states (as at evaluation).
     canonical: one wording per situation (the first template of each list) and one query style
     (name + the relation's first word), so what varies between trajectories is only the question
-    and what the tools return; a small model then imitates one policy instead of a mixture."""
+    and what the tools return; a small model then imitates one policy instead of a mixture.
+    next_opener: a fixed word (e.g. "Found:") that opens every thought moving on to the next hop,
+    before the fact just read. Greedy decoding picks a turn's first token, so the choice to move on
+    is made there; the plain templates open with the fact itself (a name that differs per
+    question), which splits that choice over many first tokens while the thoughts of a find or an
+    open share a few ("I'll", "Let"), and those win."""
 
     def __init__(self, world: WorldIndex, retriever, k: int = DEFAULT_K, method: str | None = None, seed: int = 0,
                  p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
-                 p_question: float = 0.1, p_find_miss: float = 0.5, canonical: bool = False, p_repeat: float = 0.0):
+                 p_question: float = 0.1, p_find_miss: float = 0.5, canonical: bool = False, p_repeat: float = 0.0,
+                 next_opener: str | None = None):
         self.world, self.retriever, self.k, self.method, self.seed = world, retriever, k, method, seed
         self.p_extra, self.p_question, self.p_find_miss = p_extra, p_question, p_find_miss
         self.max_tool_calls, self.prompt_tool_calls = max_tool_calls, prompt_tool_calls
-        self.canonical, self.p_repeat = canonical, p_repeat
+        self.canonical, self.p_repeat, self.next_opener = canonical, p_repeat, next_opener
 
     def build(self, question: dict) -> dict:
         """The trajectory record, or raise Drop(reason)."""
@@ -155,7 +161,7 @@ class Oracle:
             if fact is None:
                 thought = self.pick(T.START).format(need=need, n=surface)
             else:
-                thought = self.pick(T.NEXT).format(fact=fact, need=need, n=surface)
+                thought = self.moving_on(T.NEXT, T.NEXT_AFTER_OPENER, fact=fact, need=need, n=surface)
             new = T.FACT[key].format(n=surface, o=target)
             if self._known(session, known, surface, target, stated_in):  # an earlier output showed it
                 fact = f"{fact}; {self.pick(T.ALREADY).format(fact=new)}"
@@ -198,7 +204,8 @@ class Oracle:
             if i == 0:
                 thought = self.pick(T.COMPARE_START).format(attr=noun, a=names[0], b=names[1], need=need)
             else:
-                thought = self.pick(T.COMPARE_NEXT).format(fact=facts[0], need=need, b=names[1])
+                thought = self.moving_on(T.COMPARE_NEXT, T.COMPARE_NEXT_AFTER_OPENER, fact=facts[0], need=need,
+                                         b=names[1])
             if not (i and self._known(session, entity, names[i], target, stated_in)):
                 self._read(session, entity, names[i], key, target, stated_in, gold[i:i + 1], thought, need)
             facts.append(T.FACT[key].format(n=names[i], o=target))
@@ -369,6 +376,13 @@ class Oracle:
             if visible(surface, text):
                 return surface
         raise Drop("entity_not_in_question")
+
+    def moving_on(self, plain: list[str], after_opener: list[str], **fields) -> str:
+        """The thought before the next hop's first call: with next_opener, that word and then a
+        template opening with the fact."""
+        if not self.next_opener:
+            return self.pick(plain).format(**fields)
+        return f"{self.next_opener} {self.pick(after_opener).format(**fields)}"
 
     def pick(self, options: list):
         return options[0] if self.canonical else options[int(self.rng.random() * len(options))]

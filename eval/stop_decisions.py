@@ -45,7 +45,7 @@ def decision_points(messages: list[dict]):
         yield messages[:i], (None if answers and not turn["content"].startswith("<answer>") else answers), k
 
 
-def _check_turn_starts_at_prompt(tokenizer, tools, prefix: list[dict]) -> None:
+def check_turn_starts_at_prompt(tokenizer, tools, prefix: list[dict]) -> None:
     prompt = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
     full = tokenizer.apply_chat_template(prefix + [{"role": "assistant", "content": "<answer>x</answer>"}], tools=tools,
                                          tokenize=False)
@@ -68,7 +68,7 @@ def probe(model, tokenizer, tools, trajectories: list[dict]) -> tuple[list[dict]
                 skipped += 1
                 continue
             if not rows:
-                _check_turn_starts_at_prompt(tokenizer, tools, prefix)
+                check_turn_starts_at_prompt(tokenizer, tools, prefix)
             text = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
             p_answer, greedy_answers = tag_probability(model, tokenizer(text, add_special_tokens=False).input_ids, tag)
             rows.append({"trajectory": t, "id": row.get("id"), "hops": row.get("hops"), "type": row.get("type"), "k": k,
@@ -148,21 +148,27 @@ def probe_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def teacher_forcing_setup(args) -> tuple:
+    """(model in eval mode, tokenizer with the agent's template, the agent's tool schema) for the
+    teacher-forced probes (this one, eval.openers)."""
+    from agent.chat import prepare_tokenizer
+    from agent.models import load_model
+    from agent.tools import SearchTools, tool_functions
+
+    model, tokenizer = load_model(args.model, dtype=args.dtype)
+    return model.eval(), prepare_tokenizer(tokenizer), tool_functions(SearchTools(None))
+
+
 def main(argv=None) -> None:
     parser = probe_parser("Teacher-forced stop decisions of a model on oracle trajectories.")
     parser.add_argument("--fit-threshold", action="store_true",
                         help="fit agent.run's --answer-threshold on all the sets' decisions (use dev questions, never test)")
     args = parser.parse_args(argv)
     sets = {path: read_trajectories(path) for path in args.trajectories}
-    from agent.chat import prepare_tokenizer
-    from agent.models import load_model
-    from agent.tools import SearchTools, tool_functions
-
-    model, tokenizer = load_model(args.model, dtype=args.dtype)
-    tokenizer, tools = prepare_tokenizer(tokenizer), tool_functions(SearchTools(None))
+    model, tokenizer, tools = teacher_forcing_setup(args)
     report = {}
     for path, trajectories in sets.items():
-        rows, skipped = probe(model.eval(), tokenizer, tools, trajectories)
+        rows, skipped = probe(model, tokenizer, tools, trajectories)
         if not rows:
             raise UserError(f"{path}: no decision after a tool output in these trajectories")
         report[path] = {"summary": {**summary(rows), "skipped_text_before_answer": skipped}, "rows": rows}

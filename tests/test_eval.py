@@ -269,6 +269,70 @@ def test_stop_decisions_points_auc_and_probe(tiny):
     assert report["decisions"] == 3 and report["by_hops"]["2-hop, oracle answers"]["n"] == 1
 
 
+def test_openers_compare_the_model_with_the_oracle_by_action(tiny):
+    """eval.openers: a model that always writes the oracle's own first token matches the oracle's
+    distances between actions exactly; one that opens the same way everywhere has distance 0."""
+    import torch
+
+    from agent.chat import prepare_tokenizer
+    from agent.tools import SearchTools, tool_functions
+    from eval import openers as OP
+
+    def call(name, **arguments):
+        return [{"type": "function", "function": {"name": name, "arguments": arguments}}]
+
+    start = [{"role": "system", "content": "s"}, {"role": "user", "content": "Where was Kestrel's founder born?"},
+             {"role": "assistant", "content": "First: the founder.", "tool_calls": call("search", query="Kestrel")},
+             {"role": "tool", "name": "search", "content": "[d1] Kestrel: founded by Ada."}]
+    moves_on = start + [{"role": "assistant", "content": "Ada founded it; now her birthplace.",
+                         "tool_calls": call("search", query="Ada")},
+                        {"role": "tool", "name": "search", "content": "[d2] Ada: born in Oslo."},
+                        {"role": "assistant", "content": "<answer>Oslo</answer>"}]
+    unclear = start[:3] + [{"role": "tool", "name": "search", "content": "[d1] Kestrel: a company."}]
+    reads = unclear + [{"role": "assistant", "content": "Let me find it.", "tool_calls": call("find", doc_id="d1", text="founded")},
+                     {"role": "tool", "name": "find", "content": "Ada, born in Oslo, founded it."},
+                     {"role": "assistant", "content": "<answer>Oslo</answer>"}]
+    trajectories = [{"id": f"t{i}", "messages": m} for i in range(5) for m in (moves_on, reads)]
+    model, tokenizer = tiny
+    tokenizer, tools = prepare_tokenizer(tokenizer), tool_functions(SearchTools(None))
+    openers = {}
+    for t in trajectories:
+        for prefix, _, _ in OP.decision_points(t["messages"]):
+            prompt = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
+            full = tokenizer.apply_chat_template(t["messages"][:len(prefix) + 1], tools=tools, tokenize=False)
+            ids = tokenizer(prompt, add_special_tokens=False).input_ids
+            openers[tuple(ids)] = OP.turn_tokens(tokenizer, ids, full, prompt)[0]
+
+    class Scripted(torch.nn.Module):
+        """Puts all the opener's mass on `pick(prompt ids)`, and spreads it evenly after that."""
+        def __init__(self, pick):
+            super().__init__()
+            self.pick, self.config, self.device = pick, model.config, torch.device("cpu")
+
+        def forward(self, ids, logits_to_keep=1):
+            logits = torch.zeros((1, logits_to_keep, len(tokenizer)))
+            logits[0, 0, :] = -1e4
+            logits[0, 0, self.pick(tuple(ids[0, :ids.shape[1] - logits_to_keep + 1].tolist()))] = 0.0
+            return type("Out", (), {"logits": logits})
+
+    raw = OP.probe(Scripted(openers.get), tokenizer, tools, trajectories)
+    assert abs(raw["groups"]["search"]["p_rest"] / 5 - 1 / len(tokenizer)) < 1e-6  # after the opener: uniform
+    like_oracle = OP.summary(raw, tokenizer)
+    assert {a: c["n"] for a, c in like_oracle["by_oracle_action"].items()} == {"answer": 10, "search": 5, "find": 5}
+    for cell in like_oracle["by_oracle_action"].values():
+        assert cell["p_oracle_opener"] == 1.0 == cell["greedy_writes_oracle_opener"]
+    distances = like_oracle["total_variation"]
+    assert set(distances) == {"answer vs search", "answer vs find", "search vs find"}
+    assert all(d["model"] == d["oracle"] == 1.0 for d in distances.values())  # "<", "Ada", "Let": all different
+    constant = OP.summary(OP.probe(Scripted(lambda ids: 42), tokenizer, tools, trajectories), tokenizer)
+    assert all(d["model"] == 0.0 and d["oracle"] == 1.0 for d in constant["total_variation"].values())
+    real = OP.probe(model, tokenizer, tools, trajectories)
+    assert real["skipped_too_long"] == 0
+    assert abs(float(real["groups"]["answer"]["model"].sum()) - 10) < 1e-3  # ten distributions of mass 1
+    assert 0.0 < real["groups"]["find"]["p_rest"] / 5 < 1.0
+    assert 0.0 <= OP.summary(real, tokenizer)["total_variation"]["search vs find"]["model"] < 1.0
+
+
 def test_stop_decision_auc_interval_resamples_trajectories():
     from eval.stop_decisions import auc_ci, summary
 

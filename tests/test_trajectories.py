@@ -99,6 +99,34 @@ def test_canonical_wording_is_one_policy(setup):
     assert sum(q.endswith(first_words) for q in firsts) >= 0.95 * len(firsts)
 
 
+def test_next_opener_opens_every_move_to_the_next_hop(setup, monkeypatch):
+    """--next-opener: each thought before a next hop's first call opens with the word, no other
+    thought does, and the walk (calls, outputs, answers) is the same as without it."""
+    root, store, questions = setup
+    world = TJ.WorldIndex(root / "world")
+    plain = build_all(TJ.Oracle(world, store), questions)[0]
+    made = []
+    moving_on = TJ.Oracle.moving_on
+    monkeypatch.setattr(TJ.Oracle, "moving_on", lambda self, *a, **kw: made.append(moving_on(self, *a, **kw)) or made[-1])
+    marked = build_all(TJ.Oracle(world, store, next_opener="Found:"), questions)[0]
+    assert [t["id"] for t in plain] == [t["id"] for t in marked]
+    TJ.check(marked, store, DEFAULT_K, None, progress=False)
+    moves = 0
+    for before, after in zip(plain, marked):
+        assert [m.get("tool_calls") or m["content"] for m in before["messages"] if m["role"] != "assistant" or
+                m.get("tool_calls")] == [m.get("tool_calls") or m["content"] for m in after["messages"]
+                                          if m["role"] != "assistant" or m.get("tool_calls")]
+        assert before["messages"][-1] == after["messages"][-1]
+        for old, new in zip(before["messages"], after["messages"]):
+            if new["content"].startswith("Found: "):
+                moves += 1
+                assert new["role"] == "assistant" and new["content"] in made and old["content"] != new["content"]
+            else:
+                assert old == new
+    assert all(thought.startswith("Found: ") for thought in made)
+    assert moves >= sum(t["type"] in ("bridge", "chain", "comparison") for t in marked) // 2
+
+
 def test_a_repeated_call_is_refused_untrained_context(setup):
     """--p-repeat: right after a call's output the same call again, the tools' refusal, then the walk
     as it was; the repeat is marked "train": false, and the trajectory replays."""
