@@ -308,8 +308,9 @@ def parse_args(argv=None):
         help="varied: several thought templates and query styles, open/find at random (--p-extra) and the whole "
              "question as a query now and then (--p-question); canonical: one of each (both ignored)")
     add("--next-opener", metavar="WORD",
-        help="a fixed word (e.g. \"Found:\") opening every thought that moves on to the next hop, so the choice "
-             "to move on is one first token (default: none; the thought opens with the fact)")
+        help="a fixed word (e.g. \"Found:\") opening every thought that moves on to the next hop or to a "
+             "comparison's second entity, so the choice to move on is one first token (default: none; most such "
+             "thoughts open with the fact, i.e. a name)")
     add("--max-turns", type=int, default=8, help="agent.run's turn budget: at most turns - 1 tool calls")
     add("--max-tool-calls", type=int, default=8, help="the budget the system prompt states")
     add("--where", action="append", metavar="FIELD=V1,V2",

@@ -7,7 +7,9 @@ Greedy decoding makes a turn's choice at its first token: `<answer>` stops, and 
 opens with the first word of its own thoughts ("Let me find ...", "Kret Construction was founded
 by ...; now I need ..."). At every point right after a tool output of an oracle trajectory
 (eval.stop_decisions.decision_points) the model's whole next-token distribution is read, and the
-points are grouped by what the oracle does there: answer, search, find or open. If the model knew
+points are grouped by what the oracle does there: answer (the turn opens with `<answer>`), answer
+after text (a comparison's or yes/no's final turn that states the facts first), search, find or
+open. If the model knew
 where the search stands, its mean distributions would differ between groups as the oracle's own
 first tokens do. Both are compared by total variation (0: the same openers whatever the search
 needs; 1: never the same), and each group also gets the model's mean probability of the oracle's
@@ -27,14 +29,15 @@ from common.io import atomic_write_json
 from eval.stop_decisions import check_turn_starts_at_prompt, decision_points, probe_parser, teacher_forcing_setup
 from sft.data import read_trajectories
 
-ACTIONS = ("answer", "search", "find", "open")
+ACTIONS = ("answer", "answer after text", "search", "find", "open")
 MIN_POINTS = 5  # groups with fewer points are listed but not compared
 TOP = 5
 
 
-def oracle_action(turn: dict) -> str:
+def oracle_action(turn: dict, answers: bool | None) -> str:
+    """`answers` as decision_points gives it: None for a final turn that opens with text."""
     calls = turn.get("tool_calls") or []
-    return calls[0]["function"]["name"] if calls else "answer"
+    return calls[0]["function"]["name"] if calls else "answer" if answers else "answer after text"
 
 
 def teacher_forced(model, prompt_ids: list[int], turn_ids: list[int]):
@@ -46,16 +49,20 @@ def teacher_forced(model, prompt_ids: list[int], turn_ids: list[int]):
         logits = model(torch.tensor([prompt_ids + turn_ids[:-1]], device=model.device),
                        logits_to_keep=len(turn_ids)).logits[0].float()
     probs = logits.softmax(-1).cpu()
-    return probs[0], probs[torch.arange(1, len(turn_ids)), torch.tensor(turn_ids[1:])]
+    return probs[0], probs[torch.arange(1, len(turn_ids)), torch.tensor(turn_ids[1:], dtype=torch.long)]
 
 
 def turn_tokens(tokenizer, prompt_ids: list[int], full: str, prompt: str) -> list[int]:
-    """The turn's tokens as SFT tokenized them (the whole rendering), or the turn alone where the
-    rendering's tokens do not start with the prompt's."""
+    """The turn's tokens as SFT tokenized them (the whole rendering, up to and including the end of
+    turn, as SFT's labels), or the turn alone where the rendering's tokens do not start with the
+    prompt's."""
     ids = tokenizer(full, add_special_tokens=False).input_ids
     if ids[:len(prompt_ids)] == prompt_ids:
-        return ids[len(prompt_ids):]
-    return tokenizer(full[len(prompt):], add_special_tokens=False).input_ids
+        ids = ids[len(prompt_ids):]
+    else:
+        ids = tokenizer(full[len(prompt):], add_special_tokens=False).input_ids
+    end = tokenizer.eos_token_id
+    return ids[:ids.index(end) + 1] if end in ids else ids
 
 
 def total_variation(p, q) -> float:
@@ -73,7 +80,7 @@ def probe(model, tokenizer, tools, trajectories: list[dict]) -> dict:
     groups: dict[str, dict] = {}
     skipped = 0
     for row in trajectories:
-        for prefix, _, _ in decision_points(row["messages"]):
+        for prefix, answers, _ in decision_points(row["messages"]):
             turn = row["messages"][len(prefix)]
             prompt = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
             full = tokenizer.apply_chat_template(prefix + [turn], tools=tools, tokenize=False)
@@ -85,7 +92,7 @@ def probe(model, tokenizer, tools, trajectories: list[dict]) -> dict:
                 skipped += 1
                 continue
             dist, rest = teacher_forced(model, ids, turn_ids)
-            group = groups.setdefault(oracle_action(turn), {"n": 0, "model": torch.zeros_like(dist), "oracle": Counter(),
+            group = groups.setdefault(oracle_action(turn, answers), {"n": 0, "model": torch.zeros_like(dist), "oracle": Counter(),
                                                             "p_oracle": 0.0, "greedy_hits": 0, "p_rest": 0.0})
             opener = turn_ids[0]
             group["n"] += 1
@@ -136,7 +143,8 @@ def main(argv=None) -> None:
     for path, trajectories in sets.items():
         result = probe(model, tokenizer, tools, trajectories)
         if not result["groups"]:
-            raise UserError(f"{path}: no decision after a tool output in these trajectories")
+            raise UserError(f"{path}: no decision after a tool output in these trajectories that fits the model's "
+                            f"window ({result['skipped_too_long']} too long)")
         report[path] = summary(result, tokenizer)
         print(json.dumps({"trajectories": path, **report[path]}))
     if args.out:

@@ -139,11 +139,11 @@ def fit_threshold(rows: list[dict]) -> dict:
 
 
 def probe_parser(description: str) -> argparse.ArgumentParser:
-    """The arguments every probe on oracle trajectories takes (this one, oracle_reading, next_calls)."""
+    """The arguments every probe on oracle trajectories takes (this one, openers, oracle_reading, next_calls)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", required=True, help="checkpoint folder or model name")
     parser.add_argument("--trajectories", required=True, nargs="+", help="oracle trajectories (folder or .jsonl), one summary each")
-    parser.add_argument("--out", help="write the summaries and per-point rows to this JSON file")
+    parser.add_argument("--out", help="write the summaries (and the per-point rows, where the probe keeps them) to this JSON file")
     parser.add_argument("--dtype", default="fast", help="fast: bfloat16 where the CPU has bf16 units, else float32")
     return parser
 

@@ -292,39 +292,50 @@ def test_openers_compare_the_model_with_the_oracle_by_action(tiny):
     reads = unclear + [{"role": "assistant", "content": "Let me find it.", "tool_calls": call("find", doc_id="d1", text="founded")},
                      {"role": "tool", "name": "find", "content": "Ada, born in Oslo, founded it."},
                      {"role": "assistant", "content": "<answer>Oslo</answer>"}]
-    trajectories = [{"id": f"t{i}", "messages": m} for i in range(5) for m in (moves_on, reads)]
+    chatty = moves_on[:-1] + [{"role": "assistant", "content": "Oslo it is. <answer>Oslo</answer>"}]
+    trajectories = [{"id": f"t{i}", "messages": m} for i in range(5) for m in (moves_on, reads, chatty)]
     model, tokenizer = tiny
     tokenizer, tools = prepare_tokenizer(tokenizer), tool_functions(SearchTools(None))
-    openers = {}
-    for t in trajectories:
-        for prefix, _, _ in OP.decision_points(t["messages"]):
-            prompt = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
-            full = tokenizer.apply_chat_template(t["messages"][:len(prefix) + 1], tools=tools, tokenize=False)
-            ids = tokenizer(prompt, add_special_tokens=False).input_ids
-            openers[tuple(ids)] = OP.turn_tokens(tokenizer, ids, full, prompt)[0]
+    vocab = len(tokenizer)
 
     class Scripted(torch.nn.Module):
-        """Puts all the opener's mass on `pick(prompt ids)`, and spreads it evenly after that."""
-        def __init__(self, pick):
+        """Puts all the mass on `fixed`, or else on the next input token (it reads ahead, so it
+        writes the oracle's turn), uniform past the input's end."""
+        def __init__(self, fixed=None):
             super().__init__()
-            self.pick, self.config, self.device = pick, model.config, torch.device("cpu")
+            self.fixed, self.config, self.device = fixed, model.config, torch.device("cpu")
 
         def forward(self, ids, logits_to_keep=1):
-            logits = torch.zeros((1, logits_to_keep, len(tokenizer)))
-            logits[0, 0, :] = -1e4
-            logits[0, 0, self.pick(tuple(ids[0, :ids.shape[1] - logits_to_keep + 1].tolist()))] = 0.0
+            logits, n = torch.zeros((1, logits_to_keep, vocab)), ids.shape[1]
+            for row in range(logits_to_keep):
+                at = n - logits_to_keep + row
+                target = self.fixed if self.fixed is not None else ids[0, at + 1] if at + 1 < n else None
+                if target is not None:
+                    logits[0, row, :] = -1e4
+                    logits[0, row, target] = 0.0
             return type("Out", (), {"logits": logits})
 
-    raw = OP.probe(Scripted(openers.get), tokenizer, tools, trajectories)
-    assert abs(raw["groups"]["search"]["p_rest"] / 5 - 1 / len(tokenizer)) < 1e-6  # after the opener: uniform
+    expected_rest = {}  # the reader gets each later token right but the last (not in its input)
+    for t in trajectories:
+        for prefix, answers, _ in OP.decision_points(t["messages"]):
+            prompt = tokenizer.apply_chat_template(prefix, tools=tools, tokenize=False, add_generation_prompt=True)
+            full = tokenizer.apply_chat_template(t["messages"][:len(prefix) + 1], tools=tools, tokenize=False)
+            turn = OP.turn_tokens(tokenizer, tokenizer(prompt, add_special_tokens=False).input_ids, full, prompt)
+            assert turn[-1] == tokenizer.eos_token_id  # up to the end of turn, as SFT's labels
+            action = OP.oracle_action(t["messages"][len(prefix)], answers)
+            expected_rest[action] = expected_rest.get(action, 0.0) + (len(turn) - 2 + 1 / vocab) / (len(turn) - 1)
+    raw = OP.probe(Scripted(), tokenizer, tools, trajectories)
+    for action, group in raw["groups"].items():
+        assert abs(group["p_rest"] - expected_rest[action]) < 1e-4, action
     like_oracle = OP.summary(raw, tokenizer)
-    assert {a: c["n"] for a, c in like_oracle["by_oracle_action"].items()} == {"answer": 10, "search": 5, "find": 5}
+    assert {a: c["n"] for a, c in like_oracle["by_oracle_action"].items()} == \
+        {"answer": 10, "answer after text": 5, "search": 10, "find": 5}
     for cell in like_oracle["by_oracle_action"].values():
         assert cell["p_oracle_opener"] == 1.0 == cell["greedy_writes_oracle_opener"]
     distances = like_oracle["total_variation"]
-    assert set(distances) == {"answer vs search", "answer vs find", "search vs find"}
-    assert all(d["model"] == d["oracle"] == 1.0 for d in distances.values())  # "<", "Ada", "Let": all different
-    constant = OP.summary(OP.probe(Scripted(lambda ids: 42), tokenizer, tools, trajectories), tokenizer)
+    assert len(distances) == 6  # every pair of the four groups
+    assert all(d["model"] == d["oracle"] == 1.0 for d in distances.values())  # "<", "Os", "Ada", "Let"
+    constant = OP.summary(OP.probe(Scripted(fixed=42), tokenizer, tools, trajectories), tokenizer)
     assert all(d["model"] == 0.0 and d["oracle"] == 1.0 for d in constant["total_variation"].values())
     real = OP.probe(model, tokenizer, tools, trajectories)
     assert real["skipped_too_long"] == 0

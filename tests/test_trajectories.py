@@ -106,8 +106,13 @@ def test_next_opener_opens_every_move_to_the_next_hop(setup, monkeypatch):
     world = TJ.WorldIndex(root / "world")
     plain = build_all(TJ.Oracle(world, store), questions)[0]
     made = []
-    moving_on = TJ.Oracle.moving_on
+    moving_on, pick = TJ.Oracle.moving_on, TJ.Oracle.pick
     monkeypatch.setattr(TJ.Oracle, "moving_on", lambda self, *a, **kw: made.append(moving_on(self, *a, **kw)) or made[-1])
+
+    def no_plain_move(self, options):  # a call site that still picks a plain template
+        assert options is not TJ.T.NEXT and options is not TJ.T.COMPARE_NEXT
+        return pick(self, options)
+    monkeypatch.setattr(TJ.Oracle, "pick", no_plain_move)
     marked = build_all(TJ.Oracle(world, store, next_opener="Found:"), questions)[0]
     assert [t["id"] for t in plain] == [t["id"] for t in marked]
     TJ.check(marked, store, DEFAULT_K, None, progress=False)
