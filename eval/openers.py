@@ -9,11 +9,12 @@ by ...; now I need ..."). At every point right after a tool output of an oracle 
 (eval.stop_decisions.decision_points) the model's whole next-token distribution is read, and the
 points are grouped by what the oracle does there: answer (the turn opens with `<answer>`), answer
 after text (a comparison's or yes/no's final turn that states the facts first), search, find or
-open. If the model knew
-where the search stands, its mean distributions would differ between groups as the oracle's own
-first tokens do. Both are compared by total variation (0: the same openers whatever the search
-needs; 1: never the same), and each group also gets the model's mean probability of the oracle's
-own first token there, and how often greedy decoding writes it. The oracle's distance is counted
+open. If the model knew where the search stands, its mean distributions would differ between
+groups as the oracle's own first tokens do. Both are compared by total variation (0: the same
+openers whatever the search needs; 1: never the same). Each group also gets the model's mean
+probability of the oracle's own first token there, how often greedy decoding writes it, and the
+mean per-token probability of the rest of the oracle's turn once that token is given (does the
+model know how to write the move, whether or not it chooses it?). The oracle's distance is counted
 from its samples, so it reads high for small groups whose openers are names (rare tokens); it is
 the scale to read the model's against, not an exact target.
 """
@@ -92,8 +93,9 @@ def probe(model, tokenizer, tools, trajectories: list[dict]) -> dict:
                 skipped += 1
                 continue
             dist, rest = teacher_forced(model, ids, turn_ids)
-            group = groups.setdefault(oracle_action(turn, answers), {"n": 0, "model": torch.zeros_like(dist), "oracle": Counter(),
-                                                            "p_oracle": 0.0, "greedy_hits": 0, "p_rest": 0.0})
+            empty = {"n": 0, "model": torch.zeros_like(dist), "oracle": Counter(), "p_oracle": 0.0, "greedy_hits": 0,
+                     "p_rest": 0.0}
+            group = groups.setdefault(oracle_action(turn, answers), empty)
             opener = turn_ids[0]
             group["n"] += 1
             group["model"] += dist

@@ -289,7 +289,8 @@ def test_openers_compare_the_model_with_the_oracle_by_action(tiny):
                         {"role": "tool", "name": "search", "content": "[d2] Ada: born in Oslo."},
                         {"role": "assistant", "content": "<answer>Oslo</answer>"}]
     unclear = start[:3] + [{"role": "tool", "name": "search", "content": "[d1] Kestrel: a company."}]
-    reads = unclear + [{"role": "assistant", "content": "Let me find it.", "tool_calls": call("find", doc_id="d1", text="founded")},
+    find = call("find", doc_id="d1", text="founded")
+    reads = unclear + [{"role": "assistant", "content": "Let me find it.", "tool_calls": find},
                      {"role": "tool", "name": "find", "content": "Ada, born in Oslo, founded it."},
                      {"role": "assistant", "content": "<answer>Oslo</answer>"}]
     chatty = moves_on[:-1] + [{"role": "assistant", "content": "Oslo it is. <answer>Oslo</answer>"}]

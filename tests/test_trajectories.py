@@ -107,7 +107,10 @@ def test_next_opener_opens_every_move_to_the_next_hop(setup, monkeypatch):
     plain = build_all(TJ.Oracle(world, store), questions)[0]
     made = []
     moving_on, pick = TJ.Oracle.moving_on, TJ.Oracle.pick
-    monkeypatch.setattr(TJ.Oracle, "moving_on", lambda self, *a, **kw: made.append(moving_on(self, *a, **kw)) or made[-1])
+    def recorded(self, *args, **fields):
+        made.append(moving_on(self, *args, **fields))
+        return made[-1]
+    monkeypatch.setattr(TJ.Oracle, "moving_on", recorded)
 
     def no_plain_move(self, options):  # a call site that still picks a plain template
         assert options is not TJ.T.NEXT and options is not TJ.T.COMPARE_NEXT
