@@ -77,21 +77,24 @@ class TransformersBackend:
         more forward pass over the context per turn (no cache)."""
         if self.answer_threshold is None or conversation[-1].get("role") != "tool":
             return False
-        if len(ids) + len(self.answer_tag) > self._prompt_limit():
+        if len(ids) + len(self.answer_tag) > self._prompt_limit(self.sampling.max_new_tokens):
             return False  # complete_ids reports the overflow
         return tag_probability(self.model, ids, self.answer_tag)[0] >= self.answer_threshold
 
-    def _prompt_limit(self) -> int:
+    def _prompt_limit(self, max_new_tokens: int) -> int:
         """The longest prompt that leaves room for a whole turn in the context."""
-        return self.sampling.max_context_tokens - self.sampling.max_new_tokens
+        return self.sampling.max_context_tokens - max_new_tokens
 
-    def complete_ids(self, ids: list[list[int]], keys: list | None = None) -> list[Completion]:
+    def complete_ids(self, ids: list[list[int]], keys: list | None = None,
+                     max_new_tokens: int | None = None) -> list[Completion]:
         """Turns for prompts already tokenized (e.g. a turn forced to open with a tag). `keys` tell
         conversations apart for the turn cache; without them each prompt counts as a new
-        conversation and the cache of earlier ones is dropped (probes, not episodes)."""
+        conversation and the cache of earlier ones is dropped (probes, not episodes).
+        `max_new_tokens`: this call's turn budget (default: the sampling's)."""
         keys = keys if keys is not None else [("prompt", index) for index in range(len(ids))]
+        budget = max_new_tokens or self.sampling.max_new_tokens
         results: list[Completion | None] = [None] * len(ids)
-        limit = self._prompt_limit()
+        limit = self._prompt_limit(budget)
         runnable = []
         for index, row in enumerate(ids):
             if len(row) > limit:
@@ -104,11 +107,12 @@ class TransformersBackend:
         runnable.sort(key=lambda i: self.turn_cache.new_tokens(keys[i], ids[i]) if self.turn_cache else len(ids[i]))
         for start in range(0, len(runnable), self.batch_size):
             chunk = runnable[start:start + self.batch_size]
-            for index, completion in zip(chunk, self._generate([ids[i] for i in chunk], [keys[i] for i in chunk])):
+            for index, completion in zip(chunk, self._generate([ids[i] for i in chunk], [keys[i] for i in chunk],
+                                                               budget)):
                 results[index] = completion
         return results
 
-    def _generate(self, rows: list[list[int]], keys: list) -> list[Completion]:
+    def _generate(self, rows: list[list[int]], keys: list, max_new_tokens: int) -> list[Completion]:
         import torch
 
         from agent.turn_cache import TurnCache, generate_kwarg
@@ -120,7 +124,7 @@ class TransformersBackend:
         with torch.no_grad():
             output = self.model.generate(
                 input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                max_new_tokens=self.sampling.max_new_tokens, do_sample=not greedy,
+                max_new_tokens=max_new_tokens, do_sample=not greedy,
                 temperature=None if greedy else self.sampling.temperature,
                 top_p=None if greedy else self.sampling.top_p, top_k=None, pad_token_id=pad, eos_token_id=eos,
                 return_dict_in_generate=True, **reuse)
@@ -133,15 +137,24 @@ class TransformersBackend:
                 for row, tokens in zip(rows, generated)]
 
 
-def tag_probability(model, ids: list[int], tag: list[int]) -> tuple[float, bool]:
-    """(P(the next tokens after `ids` are `tag`), whether greedy decoding writes `tag` there), read in
-    one forward pass: a tag such as `<answer>` spans several tokens, and its first may be shared."""
+def continuation_distributions(model, ids: list[int], continuation: list[int]):
+    """The model's next-token distributions along `continuation` after `ids`, teacher-forced in one
+    forward pass: row j is the distribution that predicts continuation[j]."""
     import torch
 
-    with torch.no_grad():  # only the positions that predict the tag: the vocabulary head is large
-        logits = model(torch.tensor([ids + tag[:-1]], device=model.device), logits_to_keep=len(tag)).logits[0].float()
-    probs = logits.softmax(-1)[torch.arange(len(tag)), torch.tensor(tag)]
-    return probs.prod().item(), logits.argmax(-1).tolist() == tag
+    with torch.no_grad():  # only the continuation's positions: the vocabulary head is large
+        logits = model(torch.tensor([ids + continuation[:-1]], device=model.device),
+                       logits_to_keep=len(continuation)).logits[0].float()
+    return logits.softmax(-1)
+
+
+def tag_probability(model, ids: list[int], tag: list[int]) -> tuple[float, bool]:
+    """(P(the next tokens after `ids` are `tag`), whether greedy decoding writes `tag` there): a tag
+    such as `<answer>` spans several tokens, and its first may be shared."""
+    import torch
+
+    dists = continuation_distributions(model, ids, tag)
+    return dists[torch.arange(len(tag)), torch.tensor(tag)].prod().item(), dists.argmax(-1).tolist() == tag
 
 
 def _trim(generated: list[int], pad: int, eos: int) -> list[int]:

@@ -46,10 +46,9 @@ def teacher_forced(model, prompt_ids: list[int], turn_ids: list[int]):
     turn given the ones before it)."""
     import torch
 
-    with torch.no_grad():  # only the turn's positions: the vocabulary head is large
-        logits = model(torch.tensor([prompt_ids + turn_ids[:-1]], device=model.device),
-                       logits_to_keep=len(turn_ids)).logits[0].float()
-    probs = logits.softmax(-1).cpu()
+    from agent.backends import continuation_distributions
+
+    probs = continuation_distributions(model, prompt_ids, turn_ids).cpu()
     return probs[0], probs[torch.arange(1, len(turn_ids)), torch.tensor(turn_ids[1:], dtype=torch.long)]
 
 

@@ -18,7 +18,6 @@ EM is search and stop, the gap between it and 1 is reading.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -48,15 +47,6 @@ def forced_prediction(continuation: str) -> str | None:
     return extract_answer(ANSWER_TAG + continuation)
 
 
-def generate(backend, prompts: list[list[int]], max_new_tokens: int) -> list:
-    budget = backend.sampling
-    backend.sampling = dataclasses.replace(budget, max_new_tokens=max_new_tokens)
-    try:
-        return backend.complete_ids(prompts)
-    finally:
-        backend.sampling = budget
-
-
 def read(backend, tools, trajectories: list[dict]) -> tuple[list[dict], dict]:
     """One row per trajectory ending in an answer after a tool output; also what was skipped."""
     tokenizer = backend.tokenizer
@@ -67,8 +57,8 @@ def read(backend, tools, trajectories: list[dict]) -> tuple[list[dict], dict]:
     if not points:
         return [], skipped
     prompts = [tokenizer(backend.render(prefix, tools), add_special_tokens=False).input_ids for _, prefix in points]
-    forced = generate(backend, [ids + backend.answer_tag for ids in prompts], FORCED_TOKENS)
-    free = generate(backend, prompts, FREE_TOKENS)
+    forced = backend.complete_ids([ids + backend.answer_tag for ids in prompts], max_new_tokens=FORCED_TOKENS)
+    free = backend.complete_ids(prompts, max_new_tokens=FREE_TOKENS)
     rows = []
     for (row, prefix), forced_turn, free_turn in zip(points, forced, free):
         if forced_turn.error or free_turn.error:

@@ -388,7 +388,7 @@ def test_oracle_reading_forces_the_tag_and_reads_the_free_turn(tiny):
 
     class Scripted(TransformersBackend):
         """Reads the right answer only when the turn is forced; searches again when free."""
-        def complete_ids(self, ids, keys=None):
+        def complete_ids(self, ids, keys=None, max_new_tokens=None):
             self.seen.append([row[-len(tag):] == tag for row in ids])
             return [Completion("Oslo</answer>" if row[-len(tag):] == tag else
                                'More. <tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>', 3, len(row))
