@@ -178,7 +178,7 @@ def build_oracle(questions: list[dict], world: WorldIndex, retriever, args) -> t
     oracle = Oracle(world, retriever, args.k, args.method, args.seed, args.p_extra,
                     min(args.max_tool_calls, args.max_turns - 1), args.max_tool_calls, args.p_question,
                     args.p_find_miss, canonical=args.wording == "canonical", p_repeat=args.p_repeat,
-                    next_opener=args.next_opener)
+                    next_opener=args.next_opener, check_first=args.check_first)
     kept, drops = [], Counter()
     for question in tqdm(questions, desc="oracle", unit="q", disable=args.quiet, mininterval=2.0):
         try:
@@ -236,8 +236,8 @@ def code_hash(retriever_type) -> str:
 
 def inputs_manifest(args, retriever) -> dict:
     keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "next_opener",
-            "max_turns", "max_tool_calls", "where", "limit", "teacher_url", "teacher_model", "samples", "temperature",
-            "top_p", "max_new_tokens")
+            "check_first", "max_turns", "max_tool_calls", "where", "limit", "teacher_url", "teacher_model", "samples",
+            "temperature", "top_p", "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
     inputs = {"questions": file_sha256(args.questions), "datastore": retriever.manifest.get("inputs"),
               "datastore_config": retriever.manifest.get("config"), "prompt": prompt_hash(),
@@ -311,6 +311,9 @@ def parse_args(argv=None):
         help="a fixed word (e.g. \"Found:\") opening every thought that moves on to the next hop or to a "
              "comparison's second entity, so the choice to move on is one first token (default: none; most such "
              "thoughts open with the fact, i.e. a name)")
+    add("--check-first", action="store_true",
+        help="open every turn after a tool output with a check: \"Check <need>: <fact>.\" or \"Check <need>: not "
+             "shown.\", so the choice to move on or read further follows the evidence (default: off)")
     add("--max-turns", type=int, default=8, help="agent.run's turn budget: at most turns - 1 tool calls")
     add("--max-tool-calls", type=int, default=8, help="the budget the system prompt states")
     add("--where", action="append", metavar="FIELD=V1,V2",

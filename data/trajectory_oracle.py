@@ -73,6 +73,7 @@ class Session:
     def __init__(self, question: dict, tools: SearchTools, max_tool_calls: int):
         self.messages = first_messages(question["question"], max_tool_calls)
         self.tools, self.recovered, self.opened, self.missed_find = tools, False, False, False
+        self.need: str | None = None  # what the hop being read needs (the check_first turns restate it)
         self.read: dict[str, str] = {}  # doc id -> all the agent has read of it (search lines, pages, finds)
 
     def call(self, thought: str, name: str, **arguments) -> str:
@@ -97,16 +98,22 @@ class Oracle:
     before the fact just read. Greedy decoding picks a turn's first token, so the choice to move on
     is made there; the plain templates open with the fact itself (a name that differs per
     question), which splits that choice over many first tokens while the thoughts of a find or an
-    open share a few ("I'll", "Let"), and those win."""
+    open share a few ("I'll", "Let"), and those win.
+    check_first: every turn after a tool output opens with a check, "Check <need>: <fact>." or
+    "Check <need>: not shown.", before its thought or answer; the turn's first token is then always
+    the same, and the choice between moving on and reading further follows the need restated and
+    the evidence (a find in the entity's own page while a snippet already shows the fact is left
+    out in this mode: its check would contradict the call)."""
 
     def __init__(self, world: WorldIndex, retriever, k: int = DEFAULT_K, method: str | None = None, seed: int = 0,
                  p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
                  p_question: float = 0.1, p_find_miss: float = 0.5, canonical: bool = False, p_repeat: float = 0.0,
-                 next_opener: str | None = None):
+                 next_opener: str | None = None, check_first: bool = False):
         self.world, self.retriever, self.k, self.method, self.seed = world, retriever, k, method, seed
         self.p_extra, self.p_question, self.p_find_miss = p_extra, p_question, p_find_miss
         self.max_tool_calls, self.prompt_tool_calls = max_tool_calls, prompt_tool_calls
         self.canonical, self.p_repeat, self.next_opener = canonical, p_repeat, next_opener
+        self.check_first = check_first
 
     def build(self, question: dict) -> dict:
         """The trajectory record, or raise Drop(reason)."""
@@ -161,7 +168,8 @@ class Oracle:
             if fact is None:
                 thought = self.pick(T.START).format(need=need, n=surface)
             else:
-                thought = self.moving_on(T.NEXT, T.NEXT_AFTER_OPENER, fact=fact, need=need, n=surface)
+                thought = self.checked(session, self.moving_on(T.NEXT, T.NEXT_AFTER_OPENER, fact=fact, need=need,
+                                                               n=surface), fact)
             new = T.FACT[key].format(n=surface, o=target)
             if self._known(session, known, surface, target, stated_in):  # an earlier output showed it
                 fact = f"{fact}; {self.pick(T.ALREADY).format(fact=new)}"
@@ -172,6 +180,8 @@ class Oracle:
             if target_id is None and hop + 1 < len(relations):
                 raise Drop("attribute_mid_chain")
             known, surface = target_id, target
+        if self.check_first:
+            return target, self.checked(session, "", fact or new)
         return target, f"{cap(fact)}. " if fact else ""
 
     def _hop(self, chain: list, hop: int, known: str, relation: str) -> tuple:
@@ -204,13 +214,15 @@ class Oracle:
             if i == 0:
                 thought = self.pick(T.COMPARE_START).format(attr=noun, a=names[0], b=names[1], need=need)
             else:
-                thought = self.moving_on(T.COMPARE_NEXT, T.COMPARE_NEXT_AFTER_OPENER, fact=facts[0], need=need,
-                                         b=names[1])
-            if not (i and self._known(session, entity, names[i], target, stated_in)):
+                thought = self.checked(session, self.moving_on(T.COMPARE_NEXT, T.COMPARE_NEXT_AFTER_OPENER,
+                                                               fact=facts[0], need=need, b=names[1]), facts[0])
+            read = not (i and self._known(session, entity, names[i], target, stated_in))
+            if read:
                 self._read(session, entity, names[i], key, target, stated_in, gold[i:i + 1], thought, need)
             facts.append(T.FACT[key].format(n=names[i], o=target))
             found.append(target_id or self.world.facts[(entity, relation)]["value"])
         lead = cap(self.pick(T.PAIR_END).format(fa=facts[0], fb=facts[1]))
+        lead = self.checked(session, lead, facts[1] if read else "; ".join(facts))
         if question["type"] == "yesno":
             same = found[0] == found[1]
             return ("yes" if same else "no"), f"{lead} {self.pick(T.SAME if same else T.DIFFERENT)} "
@@ -230,7 +242,7 @@ class Oracle:
         to `target`, and read until the target shows. On a first hop the whole `question` is now
         and then the first query (a common habit that often misses)."""
         entity, queries = self.world.entities[known], []
-        shows = self._shows(known, surface, target)
+        shows, session.need = self._shows(known, surface, target), need
         query = self._first_query(surface, key, stated_in, shows)
         if question and not (self.tight or self.canonical) and self.rng.random() < self.p_question:
             query, thought = question, self.pick(T.START_QUESTION)
@@ -238,19 +250,22 @@ class Oracle:
             queries.append(query)
             lines = hit_lines(session.call(thought, "search", query=query))
             found = [d for d in lines if d in stated_in]
-            missed = attempt == 0 and self._find_miss(session, known, key, target, stated_in, lines, need)
+            seen = any(shows(d, lines[d]) for d in found)
+            missed = attempt == 0 and self._find_miss(session, known, key, target, stated_in, lines, need, seen)
             session.missed_find |= missed
             if found:
                 session.recovered |= attempt > 0
                 doc = min(found, key=lambda d: (not shows(d, lines[d]), d not in gold, d != known))
-                return self._fact_in(session, doc, lines[doc], known, surface, key, need, shows, after_miss=missed)
+                fact = T.FACT[key].format(n=surface, o=target)
+                return self._fact_in(session, doc, lines[doc], known, surface, key, need, fact, shows, missed)
             query, thought = self._reformulate(entity, surface, key, lines, stated_in, queries, need)
             if missed:
                 thought = self.pick(T.FIND_MISS_SEARCH).format(own=known, need=need, n=surface)
+            thought = self.checked(session, thought)
         raise Drop("search_miss")
 
     def _find_miss(self, session: Session, known: str, key: str, target: str, stated_in: list, lines: dict,
-                   need: str) -> bool:
+                   need: str, seen: bool) -> bool:
         """Now and then look for the fact in the known entity's own page when only other pages state
         it: the find shows nothing useful, and the next thought says so and reads elsewhere. The
         model's own habit is this find; without such examples it repeats it instead of moving on."""
@@ -260,9 +275,10 @@ class Oracle:
         self.shuffle(texts)
         # a miss shows sentences of the page (a "no sentence matches" reply would be a wasted call)
         miss = self._first_find(known, texts, lambda text: text and not visible(target, text))
-        if miss is None:
+        if miss is None or (self.check_first and seen):  # (seen: a snippet shows the fact; rng drawn as without)
             return False
-        session.call(self.pick(T.FIND_NEEDED).format(need=need, d=known, t=miss), "find", doc_id=known, text=miss)
+        thought = self.checked(session, self.pick(T.FIND_NEEDED).format(need=need, d=known, t=miss))
+        session.call(thought, "find", doc_id=known, text=miss)
         return True
 
     def _known(self, session: Session, known: str, surface: str, target: str, stated_in: list) -> bool:
@@ -329,23 +345,25 @@ class Oracle:
         return query, self.pick(T.MISS_NONE).format(n=surface)
 
     def _fact_in(self, session: Session, doc: str, line: str, known: str, surface: str, key: str,
-                 need: str, shows, after_miss: bool = False) -> None:
+                 need: str, fact: str, shows, after_miss: bool = False) -> None:
         """Make the fact visible in what the agent read: the snippet, a find, or opened pages.
         After a find that missed in the known entity's own page (`after_miss`), always read `doc`."""
         seen = shows(doc, line)
         if seen and not after_miss and self.rng.random() >= self.extra:
             return
+        shown = fact if seen and not after_miss else None  # what the check of each thought below reports
         # on its own page: the page's words, or the asker's ones (find also ranks by meaning)
         texts = self._find_texts(key) if doc == known else [self.world.entities[known]["name"]]
         self.shuffle(texts)
         good = self._first_find(doc, texts, lambda text: shows(doc, line, text))
         if good is not None and (after_miss or self.canonical or self.rng.random() < 0.5):
             thoughts = T.FIND_MISS_OTHER if after_miss else T.FIND_EXTRA if seen else T.FIND_NEEDED
-            thought = self.pick(thoughts).format(need=need, d=doc, t=good, n=surface, own=known)
+            thought = self.checked(session, self.pick(thoughts).format(need=need, d=doc, t=good, n=surface, own=known),
+                                   shown)
             if shows(doc, line, session.call(thought, "find", doc_id=doc, text=good)):
                 return
         thoughts = T.OPEN_MISS_OTHER if after_miss and good is None else T.OPEN_EXTRA if seen else T.OPEN_NEEDED
-        thought = self.pick(thoughts).format(need=need, d=doc, n=surface, own=known)
+        thought = self.checked(session, self.pick(thoughts).format(need=need, d=doc, n=surface, own=known), shown)
         page = 1
         while True:
             output = session.call(thought, "open", **({"doc_id": doc} if page == 1 else {"doc_id": doc, "page": page}))
@@ -355,7 +373,7 @@ class Oracle:
             if not pages or page >= int(pages.group(1)):
                 raise Drop("fact_not_visible")
             page += 1
-            thought = self.pick(T.NEXT_PAGE).format(p0=page - 1, p=page)
+            thought = self.checked(session, self.pick(T.NEXT_PAGE).format(p0=page - 1, p=page), shown)
 
     # ---- helpers -------------------------------------------------------------------------------
     @staticmethod
@@ -383,6 +401,13 @@ class Oracle:
         if not self.next_opener:
             return self.pick(plain).format(**fields)
         return f"{self.next_opener} {self.pick(after_opener).format(**fields)}"
+
+    def checked(self, session: Session, thought: str, fact: str | None = None) -> str:
+        """With check_first, a turn after a tool output opens with the check of the hop being read:
+        its need and the fact, or T.NOT_SHOWN while no output has shown it."""
+        if not self.check_first or session.need is None:
+            return thought
+        return f"{T.CHECK.format(need=session.need, fact=fact or T.NOT_SHOWN)} {cap(thought)}"
 
     def pick(self, options: list):
         return options[0] if self.canonical else options[int(self.rng.random() * len(options))]

@@ -133,6 +133,9 @@ OPEN_MISS_OTHER = ["[{own}] does not say {need}, but [{d}] mentions {n}; I'll op
 FIND_MISS_SEARCH = ["[{own}] does not say {need}; another page may mention {n}, so I'll search again.",
                     "Nothing about {need} in [{own}]; I'll try a search that finds pages mentioning {n}.",
                     "That did not show {need}; rather than look in [{own}] again, I'll rephrase the search."]
+# the check that opens every turn after a tool output (Oracle's check_first): the need, then the fact
+# or that it is not shown yet, so the choice to move on is made next to the evidence
+CHECK, NOT_SHOWN = "Check {need}: {fact}.", "not shown"
 ALREADY = ["I have also read that {fact}", "what I read also says {fact}", "as already shown, {fact}"]
 NEXT_PAGE = ["Page {p0} does not say it; I'll read page {p}.", "Not on this page; let me open page {p}."]
 

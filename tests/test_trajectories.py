@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 from agent.prompt import first_messages
 from agent.tools import DEFAULT_K
 from data import trajectories as TJ
-from data.trajectory_oracle import hit_lines, visible
+from data.trajectory_oracle import cap, hit_lines, visible
 from datastore.build import DatastoreConfig, build
 from datastore.retriever import Datastore
 from datastore.serve import app_in_thread
@@ -133,6 +133,45 @@ def test_next_opener_opens_every_move_to_the_next_hop(setup, monkeypatch):
                 assert old == new
     assert all(thought.startswith("Found: ") for thought in made)
     assert moves >= sum(t["type"] in ("bridge", "chain", "comparison") for t in marked) // 2
+
+
+CHECK = re.compile(r"Check (.+?): (.+?)\. (.*)", re.DOTALL)
+
+
+def test_check_first_opens_each_turn_after_an_output_with_the_evidence(setup):
+    """--check-first: every turn after a tool output is "Check <need>: <fact or not shown>. " and then
+    the plain walk's turn; the check names the fact exactly where the walk moves on, reads a shown
+    fact again or answers (the answer in it), and says "not shown" everywhere else."""
+    root, store, questions = setup
+    world = TJ.WorldIndex(root / "world")
+    plain, _ = build_all(TJ.Oracle(world, store), questions)
+    checked, _ = build_all(TJ.Oracle(world, store, check_first=True), questions)
+    assert [t["id"] for t in plain] == [t["id"] for t in checked]
+    TJ.check(checked, store, DEFAULT_K, None, progress=False)
+    extras = [re.compile(re.sub(r"\\\{\w+\\\}", ".+", re.escape(cap(t)))) for t in TJ.T.OPEN_EXTRA + TJ.T.FIND_EXTRA]
+    same = shown = hidden = 0
+    for before, after in zip(plain, checked):
+        calls = [[m.get("tool_calls"), m["content"] if m["role"] == "tool" else None] for m in before["messages"]]
+        if calls != [[m.get("tool_calls"), m["content"] if m["role"] == "tool" else None] for m in after["messages"]]:
+            assert before["missed_find"] and not after["missed_find"]  # the one walk it leaves out
+            continue
+        same += 1
+        turns = [(old, new) for old, new in zip(before["messages"], after["messages"]) if new["role"] == "assistant"]
+        assert turns[0][0] == turns[0][1]
+        for n, (old, new) in enumerate(turns[1:], 1):
+            match = CHECK.fullmatch(new["content"])
+            fact, last = match.group(2), n == len(turns) - 1
+            # (a fact read in an earlier hop's output, stated before the answer, is stated by the check alone)
+            assert cap(old["content"]) in (match.group(3), f"{cap(fact)}. {match.group(3)}" if last else None)
+            if fact == TJ.T.NOT_SHOWN:
+                hidden += 1
+                assert not last and not any(x.fullmatch(old["content"]) for x in extras)
+            else:
+                shown += 1
+                assert last or fact in old["content"] or any(x.fullmatch(old["content"]) for x in extras)
+            if last and fact != TJ.T.NOT_SHOWN and after["type"] not in ("comparison", "yesno"):
+                assert visible(after["answers"][0], fact)
+    assert same >= 0.9 * len(plain) and shown >= len(plain) and hidden >= 0.3 * len(plain)
 
 
 def test_a_repeated_call_is_refused_untrained_context(setup):
