@@ -103,7 +103,8 @@ class Oracle:
     "Check <need>: not shown.", before its thought or answer; the turn's first token is then always
     the same, and the choice between moving on and reading further follows the need restated and
     the evidence (a find in the entity's own page while a snippet already shows the fact is left
-    out in this mode: its check would contradict the call)."""
+    out in this mode: its check would contradict the call). With p_repeat, the repeated turn keeps
+    the check it was copied with."""
 
     def __init__(self, world: WorldIndex, retriever, k: int = DEFAULT_K, method: str | None = None, seed: int = 0,
                  p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
@@ -275,7 +276,7 @@ class Oracle:
         self.shuffle(texts)
         # a miss shows sentences of the page (a "no sentence matches" reply would be a wasted call)
         miss = self._first_find(known, texts, lambda text: text and not visible(target, text))
-        if miss is None or (self.check_first and seen):  # (seen: a snippet shows the fact; rng drawn as without)
+        if miss is None or (self.check_first and seen):  # seen: a snippet shows it (draws so far as without)
             return False
         thought = self.checked(session, self.pick(T.FIND_NEEDED).format(need=need, d=known, t=miss))
         session.call(thought, "find", doc_id=known, text=miss)

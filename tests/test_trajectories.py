@@ -140,8 +140,9 @@ CHECK = re.compile(r"Check (.+?): (.+?)\. (.*)", re.DOTALL)
 
 def test_check_first_opens_each_turn_after_an_output_with_the_evidence(setup):
     """--check-first: every turn after a tool output is "Check <need>: <fact or not shown>. " and then
-    the plain walk's turn; the check names the fact exactly where the walk moves on, reads a shown
-    fact again or answers (the answer in it), and says "not shown" everywhere else."""
+    the plain walk's turn; the check states a fact where the walk moves on, reads a shown fact again
+    or answers (the answer in it), and "not shown" nowhere else; its need changes exactly after a
+    move to the next hop."""
     root, store, questions = setup
     world = TJ.WorldIndex(root / "world")
     plain, _ = build_all(TJ.Oracle(world, store), questions)
@@ -158,17 +159,22 @@ def test_check_first_opens_each_turn_after_an_output_with_the_evidence(setup):
         same += 1
         turns = [(old, new) for old, new in zip(before["messages"], after["messages"]) if new["role"] == "assistant"]
         assert turns[0][0] == turns[0][1]
+        previous = None  # (need, whether that turn moved on to the next hop)
         for n, (old, new) in enumerate(turns[1:], 1):
             match = CHECK.fullmatch(new["content"])
-            fact, last = match.group(2), n == len(turns) - 1
+            need, fact, last = match.group(1), match.group(2), n == len(turns) - 1
+            if previous:  # the need stays while a hop is read, and changes with a move to the next one
+                assert (need != previous[0]) == previous[1], new["content"]
+            extra_read = any(x.fullmatch(old["content"]) for x in extras)
+            previous = need, fact != TJ.T.NOT_SHOWN and not extra_read and fact in old["content"]
             # (a fact read in an earlier hop's output, stated before the answer, is stated by the check alone)
             assert cap(old["content"]) in (match.group(3), f"{cap(fact)}. {match.group(3)}" if last else None)
             if fact == TJ.T.NOT_SHOWN:
                 hidden += 1
-                assert not last and not any(x.fullmatch(old["content"]) for x in extras)
+                assert not last and not extra_read
             else:
                 shown += 1
-                assert last or fact in old["content"] or any(x.fullmatch(old["content"]) for x in extras)
+                assert last or fact in old["content"] or extra_read
             if last and fact != TJ.T.NOT_SHOWN and after["type"] not in ("comparison", "yesno"):
                 assert visible(after["answers"][0], fact)
     assert same >= 0.9 * len(plain) and shown >= len(plain) and hidden >= 0.3 * len(plain)
