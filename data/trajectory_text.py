@@ -105,8 +105,7 @@ START_QUESTION = ["Let me first search with the question itself.", "I'll start b
 NEXT = ["{fact}; now I need {need}.", "{fact}. Next I need to find out {need}.", "So {fact}. Now {need}.",
         "{fact}; next I'll look up {need}.", "Found it: {fact}. Now I need {need}.", "{fact}. I'll search for {n} next."]
 # the same, each opening with the fact, for a fixed opener (Oracle's next_opener) to go before
-NEXT_AFTER_OPENER = ["{fact}; now I need {need}.", "{fact}. Next I need to find out {need}.", "{fact}. Now {need}.",
-                     "{fact}; next I'll look up {need}.", "{fact}. Now I need {need}.", "{fact}. I'll search for {n} next."]
+NEXT_AFTER_OPENER = [t[t.index("{fact}"):] for t in NEXT]
 MISS_OTHER = ["The results are about a different {n}; I'll search for {n} the {noun}.",
               "These results are about other entities named like {n}; I'll add \"{noun}\" to the query.",
               "None of these is the {noun} {n}; let me search more specifically."]
@@ -143,7 +142,7 @@ NEXT_PAGE = ["Page {p0} does not say it; I'll read page {p}.", "Not on this page
 COMPARE_START = ["I need {attr} of both {a} and {b}; first {a}.", "To compare, I need {need}. Let me start with {a}.",
                  "I'll look up {a} first, then {b}.", "First I need {need}."]
 COMPARE_NEXT = ["{fact}. Now I need {need}.", "{fact}; next, {need}.", "So {fact}. Now {b}."]
-COMPARE_NEXT_AFTER_OPENER = ["{fact}. Now I need {need}.", "{fact}; next, {need}.", "{fact}. Now {b}."]
+COMPARE_NEXT_AFTER_OPENER = [t[t.index("{fact}"):] for t in COMPARE_NEXT]
 ATTR_NOUN = {"birth_year": "the birth year", "population": "the population", "founded_year": "the founding year",
              "employees": "the number of employees", "students": "the number of students",
              "release_year": "the release year", "year": "the year", "attendance": "the attendance",

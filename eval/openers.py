@@ -92,9 +92,11 @@ def probe(model, tokenizer, tools, trajectories: list[dict]) -> dict:
                 skipped += 1
                 continue
             dist, rest = teacher_forced(model, ids, turn_ids)
-            empty = {"n": 0, "model": torch.zeros_like(dist), "oracle": Counter(), "p_oracle": 0.0, "greedy_hits": 0,
-                     "p_rest": 0.0}
-            group = groups.setdefault(oracle_action(turn, answers), empty)
+            action = oracle_action(turn, answers)
+            if action not in groups:
+                groups[action] = {"n": 0, "model": torch.zeros_like(dist), "oracle": Counter(), "p_oracle": 0.0,
+                                  "greedy_hits": 0, "p_rest": 0.0}
+            group = groups[action]
             opener = turn_ids[0]
             group["n"] += 1
             group["model"] += dist
