@@ -1,14 +1,16 @@
 """SFT training throughput of the recipe's setup against plain fp32, in one run on the same batches.
 
-    python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 8 --rounds 1     # make bench-sft, ~13 min
+    python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 8 --rounds 1     # make bench-sft, ~40 min on 2 cores
+    python -m sft.bench --steps 6 --only "bf16 autocast, loss positions, compiled"   # fp32 + the compiled bf16 ones
 
 Each setup trains a fresh copy of the model for the same steps on the same trajectories (same
 seed, so the same batches): fp32 with the full output layer (TRL's default path), with the
-output layer computed only at positions that carry loss, and that with each decoder layer
-compiled (`compile_layers`; its first step includes the ~40 s compile, so use enough steps); the
-same three under bf16 autocast, which run only on a CPU with bf16 units (elsewhere bf16 is
-emulated and ~24x slower; --all runs them anyway). Rounds alternate the order to spread the
-machine's noise. Writes runs/bench/sft_throughput.{json,md}.
+output layer computed only at positions that carry loss, that with each decoder layer's MLP and
+norms compiled (`compile_layers`; its first step includes the ~40 s compile, so use enough steps),
+and that with the batch's common prompt run once (`share_prompt_prefix`); the same four under bf16
+autocast, and the compiled one with gradient checkpointing (TRL's default, which the recipes turn
+off). The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
+slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise. Writes runs/bench/sft_throughput.{json,md}.
 """
 from __future__ import annotations
 
@@ -21,14 +23,21 @@ from common.hardware import cpu_has_bf16_units
 from common.io import atomic_write_json, atomic_write_text
 from common.paths import runs_dir
 
+BASELINE = "fp32, full output layer"
 SETUPS = {  # name -> overrides
     "fp32, full output layer": {"bf16": False, "loss_positions_only": False},
     "fp32, output layer at loss positions": {"bf16": False, "loss_positions_only": True},
     "fp32, loss positions, compiled layers": {"bf16": False, "loss_positions_only": True, "compile_layers": True},
+    "fp32, loss positions, compiled, shared prompt": {"bf16": False, "loss_positions_only": True,
+                                                       "compile_layers": True, "share_prompt_prefix": True},
     "bf16 autocast, full output layer": {"bf16": True, "loss_positions_only": False},
     "bf16 autocast, output layer at loss positions": {"bf16": True, "loss_positions_only": True},
     "bf16 autocast, loss positions, compiled layers": {"bf16": True, "loss_positions_only": True,
                                                         "compile_layers": True},
+    "bf16 autocast, loss positions, compiled, shared prompt": {"bf16": True, "loss_positions_only": True,
+                                                               "compile_layers": True, "share_prompt_prefix": True},
+    "bf16 autocast, loss positions, compiled, gradient checkpointing": {
+        "bf16": True, "loss_positions_only": True, "compile_layers": True, "gradient_checkpointing": True},
 }
 
 
@@ -39,9 +48,9 @@ def one_run(config: str, steps: int, overrides: dict) -> dict:
     from sft.train import SFTScriptArguments, build_trainer, make_dataset
 
     argv = ["--config", config, "--max_steps", str(steps), "--output_dir", str(runs_dir() / "bench/sft-scratch"),
-            "--save_strategy", "no", "--gradient_accumulation_steps", "1", "--logging_steps", str(steps),
-            "--bf16", str(overrides["bf16"]), "--loss_positions_only", str(overrides["loss_positions_only"]),
-            "--compile_layers", str(overrides.get("compile_layers", False))]
+            "--save_strategy", "no", "--gradient_accumulation_steps", "1", "--logging_steps", str(steps)]
+    for key, value in {"compile_layers": False, "share_prompt_prefix": False, **overrides}.items():
+        argv += [f"--{key}", str(value)]
     script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
     dataset, _ = make_dataset(script, args, model_args.model_name_or_path)
     trainer = build_trainer(script, args, model_args, dataset)
@@ -83,8 +92,12 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--all", action="store_true", help="run the bf16 setups even on a CPU without bf16 units")
+    parser.add_argument("--only", nargs="+", metavar="WORDS", help="run only the setups whose names contain "
+                        "one of these (the fp32 baseline always runs), e.g. --only 'bf16 autocast, loss positions, compiled'")
     args = parser.parse_args(argv)
     setups = {name: o for name, o in SETUPS.items() if args.all or not o["bf16"] or cpu_has_bf16_units()}
+    if args.only:
+        setups = {name: o for name, o in setups.items() if name == BASELINE or any(w in name for w in args.only)}
     if len(setups) < len(SETUPS):
         print("this CPU has no bf16 units (AMX / AVX512-BF16): the bf16 setups are skipped (~24x slower; --all runs them)")
     results = {name: [] for name in setups}
@@ -95,7 +108,7 @@ def main(argv=None) -> None:
             results[name].append(run)
             print(f"round {round_index + 1}: {name}: {run['tokens_per_s']:.0f} tokens/s "
                   f"({_mean_known([run['after_first_step_tokens_per_s']])} after the first step)")
-    base = statistics.mean(r["tokens_per_s"] for r in results["fp32, full output layer"])
+    base = statistics.mean(r["tokens_per_s"] for r in results[BASELINE])
     summary = {name: {"tokens_per_s": round(statistics.mean(r["tokens_per_s"] for r in runs), 1),
                       "after_first_step": _mean_known(r["after_first_step_tokens_per_s"] for r in runs),
                       "runs": [round(r["tokens_per_s"], 1) for r in runs],

@@ -37,7 +37,10 @@ class SFTScriptArguments:
         "help": "loss weight of the first token of each assistant turn after a tool output (answer now or "
                 "call again); 1 is plain SFT. Needs loss_positions_only"})
     compile_layers: bool = field(default=False, metadata={
-        "help": "torch.compile each decoder layer (dynamic shapes): one compile reused by every layer"})
+        "help": "torch.compile each decoder layer's MLP and norms (dynamic shapes): one compile reused by every layer"})
+    share_prompt_prefix: bool = field(default=False, metadata={
+        "help": "run the prompt a batch's rows share (system prompt, tool list) once per batch, not once per row "
+                "(same loss and gradients). Needs loss_positions_only"})
     cpu_bf16: str = field(default="auto", metadata={
         "help": "auto: on a CPU without bf16 units (AMX / AVX512-BF16) train in fp32 even with bf16 set "
                 "(bf16 is emulated there, ~24x slower); always: keep bf16"})
@@ -61,15 +64,19 @@ def build_trainer(script, training_args, model_args, train_set):
         from trl import get_peft_config
         peft_config = get_peft_config(model_args)
     trainer_class = SFTTrainer
+    if script.share_prompt_prefix and training_args.gradient_checkpointing:
+        raise UserError("share_prompt_prefix needs gradient_checkpointing: false (checkpointed layers keep no KV cache "
+                        "to share the prompt through); set one of the two to false in the recipe")
     if script.loss_positions_only:
         offset = content_offset(tokenizer, training_template(tokenizer))
         if offset is None and script.decision_loss_weight != 1.0:
             raise UserError("decision_loss_weight: the first token of a turn after a tool output cannot be located in "
                             "this chat template (its turns are not one labelled span each, or start differently); "
                             "set decision_loss_weight: 1")
-        trainer_class = loss_positions_trainer(script.decision_loss_weight, offset)
-    elif script.decision_loss_weight != 1.0:
-        raise UserError("decision_loss_weight needs loss_positions_only: true (the weighted loss lives there)")
+        trainer_class = loss_positions_trainer(script.decision_loss_weight, offset, script.share_prompt_prefix)
+    elif script.decision_loss_weight != 1.0 or script.share_prompt_prefix:
+        raise UserError("decision_loss_weight and share_prompt_prefix need loss_positions_only: true "
+                        "(the loss that uses them lives there)")
     if training_args.include_num_input_tokens_seen == "all":
         # padding is not work the run did: tokens/s counts real tokens (YAML can only say true, i.e. "all")
         training_args.include_num_input_tokens_seen = "non_padding"
@@ -79,18 +86,23 @@ def build_trainer(script, training_args, model_args, train_set):
 
 
 def compile_decoder_layers(model) -> None:
-    """Regional compilation: the layers share one code path, so compiling each layer (not the whole
-    model) compiles once (~40 s here) and every layer reuses it; dynamic shapes because batches
-    differ in length. Module.compile keeps the parameter names, so checkpoints are unchanged."""
+    """Regional compilation: the layers share one code path, so compiling each layer's parts (not
+    the whole model) compiles once (~40 s here) and every layer reuses it; dynamic shapes because
+    batches differ in length. The attention stays eager: with a KV cache (share_prompt_prefix) its
+    per-layer cache index makes a compiled attention recompile for every layer. Measured here, the
+    MLP and norms compiled run as fast as whole compiled layers. Module.compile keeps the parameter
+    names, so checkpoints are unchanged."""
     layers = getattr(model.get_decoder(), "layers", None)
     if layers is None:
         raise UserError(f"compile_layers: {type(model).__name__} has no decoder .layers to compile; "
                         "set compile_layers: false")
     for layer in layers:
-        layer.compile(dynamic=True)
+        for name, part in layer.named_children():
+            if "attn" not in name and "attention" not in name:
+                part.compile(dynamic=True)
 
 
-def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = None):
+def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = None, share_prefix: bool = False):
     """SFTTrainer subclass, built on call so that importing this module does not import TRL.
     With the decision tokens located (`offset`, sft.data.content_offset), the log carries their own
     loss (`decision_loss`: answer now or call again, a couple of tokens per trajectory that the
@@ -100,6 +112,7 @@ def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = No
     from trl import SFTTrainer
 
     from sft.data import decision_positions
+    from sft.prefix import decoder_hidden
 
     class _Trainer(SFTTrainer):
         """SFTTrainer whose loss runs the LM head only at positions with a label (same loss value)."""
@@ -113,8 +126,8 @@ def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = No
             decoder = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model.get_decoder()
             # accelerate puts autocast around model.forward only; we call the decoder directly
             with self.accelerator.autocast():
-                hidden = decoder(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
-                                 use_cache=False).last_hidden_state[:, :-1]
+                hidden = decoder_hidden(decoder, inputs["input_ids"], inputs.get("attention_mask"),
+                                        share_prefix)[:, :-1]
                 keep = labels != -100
                 logits = model.get_output_embeddings()(hidden[keep])
             per_token = F.cross_entropy(logits.float(), labels[keep], reduction="none")

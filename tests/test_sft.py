@@ -274,6 +274,79 @@ def test_compiled_layers_give_the_same_loss_and_gradients(store, tiny):  # noqa:
     assert list(compiled.state_dict()) == list(eager.state_dict())
 
 
+def test_common_prefix_stops_at_the_first_difference_or_padding():
+    import torch
+
+    from sft.prefix import common_prefix_length
+
+    ids = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 1, 0], [5, 6, 7, 8, 0]])
+    assert common_prefix_length(ids) == 3
+    assert common_prefix_length(ids[[0, 2]]) == 4
+    assert common_prefix_length(ids[[0, 2]], torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])) == 3  # padding ends it
+    assert common_prefix_length(torch.tensor([[1, 2], [2, 2]])) == 0  # a later match does not count
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_shared_prompt_prefix_gives_the_same_loss_and_gradients(store, tiny, compiled):  # noqa: F811
+    """share_prompt_prefix runs the rows' common prompt once: the loss and every gradient must be those of
+    the plain batch (two trajectories of different lengths, padded), with compiled parts too."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    from agent.models import load_model
+    from sft.data import tokenize_all
+    from sft.prefix import common_prefix_length, decoder_hidden
+    from sft.train import compile_decoder_layers
+
+    _, tok = tiny
+    long = trajectory(SearchTools(store))
+    short = long[:3] + [{"role": "tool", "name": "search", "content": "no hits"},
+                        {"role": "assistant", "content": "<answer>x</answer>"}]
+    data = tokenize_all(tok, [{"messages": long}, {"messages": short}], TOOLS, 4096)
+    width = max(map(len, data.input_ids))
+    ids = torch.tensor([row + [tok.pad_token_id] * (width - len(row)) for row in data.input_ids])
+    labels = torch.tensor([row + [-100] * (width - len(row)) for row in data.labels])[:, 1:]
+    mask = torch.tensor([[1] * len(row) + [0] * (width - len(row)) for row in data.input_ids])
+    shared_length = common_prefix_length(ids, mask)
+    assert 20 < shared_length < len(data.input_ids[1])  # the system prompt and question are shared, then they differ
+    model = load_model("tiny")[0].train()
+    plain, shared = copy.deepcopy(model), copy.deepcopy(model)
+    if compiled:
+        compile_decoder_layers(shared)
+    losses = []
+    for m, share in ((plain, False), (shared, True)):
+        hidden = decoder_hidden(m.get_decoder(), ids, mask, share)[:, :-1]
+        keep = labels != -100
+        loss = F.cross_entropy(m.get_output_embeddings()(hidden[keep]).float(), labels[keep])
+        loss.backward()
+        losses.append(loss.detach())
+    assert torch.allclose(*losses, rtol=1e-4), losses
+    compared = 0
+    for (name, a), (_, b) in zip(plain.named_parameters(), shared.named_parameters()):
+        if a.grad is not None:
+            assert torch.allclose(a.grad, b.grad, rtol=1e-3, atol=1e-5), name
+            compared += 1
+    assert compared == len(list(plain.parameters()))
+
+
+@pytest.mark.parametrize("keys, message", [
+    ("loss_positions_only: false\ngradient_checkpointing: false", "share_prompt_prefix need loss_positions_only: true"),
+    ("gradient_checkpointing: true", "share_prompt_prefix needs gradient_checkpointing: false"),
+])
+def test_shared_prompt_prefix_refuses_settings_it_cannot_run_with(tmp_path, keys, message):
+    from sft.train import main
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"model_name_or_path: tiny\nuse_cpu: true\nshare_prompt_prefix: true\n{keys}\n"
+                      f"trajectories: {tmp_path / 'none.jsonl'}\n")
+    (tmp_path / "none.jsonl").write_text(json.dumps({"id": "x", "messages": [
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": "<answer>a</answer>"}]}) + "\n")
+    with pytest.raises(UserError, match=message):
+        main(["--config", str(recipe), "--output_dir", str(tmp_path / "out")])
+
+
 def test_compile_layers_refuses_a_model_without_layers():
     import torch
 
