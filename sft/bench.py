@@ -1,7 +1,7 @@
 """SFT training throughput of the recipe's setup against plain fp32, in one run on the same batches.
 
-    python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 8 --rounds 1     # make bench-sft, ~40 min on 2 cores
-    python -m sft.bench --steps 6 --only "bf16 autocast, loss positions, compiled"   # fp32 + the compiled bf16 ones
+    python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 8 --rounds 1  # make bench-sft, ~40 min
+    python -m sft.bench --steps 6 --only "bf16 autocast, loss positions, compiled"  # fp32 + compiled bf16
 
 Each setup trains a fresh copy of the model for the same steps on the same trajectories (same
 seed, so the same batches): fp32 with the full output layer (TRL's default path), with the
@@ -10,7 +10,8 @@ norms compiled (`compile_layers`; its first step includes the ~40 s compile, so 
 and that with the batch's common prompt run once (`share_prompt_prefix`); the same four under bf16
 autocast, and the compiled one with gradient checkpointing (TRL's default, which the recipes turn
 off). The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
-slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise. Writes runs/bench/sft_throughput.{json,md}.
+slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise.
+Writes runs/bench/sft_throughput.{json,md}.
 """
 from __future__ import annotations
 
@@ -93,12 +94,15 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--all", action="store_true", help="run the bf16 setups even on a CPU without bf16 units")
     parser.add_argument("--only", nargs="+", metavar="WORDS", help="run only the setups whose names contain "
-                        "one of these (the fp32 baseline always runs), e.g. --only 'bf16 autocast, loss positions, compiled'")
+                        "one of these (the fp32 baseline always runs), "
+                        "e.g. --only 'bf16 autocast, loss positions, compiled'")
     args = parser.parse_args(argv)
     setups = {name: o for name, o in SETUPS.items() if args.all or not o["bf16"] or cpu_has_bf16_units()}
+    no_bf16_units = len(setups) < len(SETUPS)
     if args.only:
-        setups = {name: o for name, o in setups.items() if name == BASELINE or any(w in name for w in args.only)}
-    if len(setups) < len(SETUPS):
+        setups = {name: o for name, o in setups.items()
+                  if name == BASELINE or any(word in name for word in args.only)}
+    if no_bf16_units:
         print("this CPU has no bf16 units (AMX / AVX512-BF16): the bf16 setups are skipped (~24x slower; --all runs them)")
     results = {name: [] for name in setups}
     for round_index in range(args.rounds):
@@ -116,7 +120,7 @@ def main(argv=None) -> None:
                for name, runs in results.items()}
     out = runs_dir() / "bench"
     atomic_write_json(out / "sft_throughput.json", {"config": args.config, "steps": args.steps,
-                                                    "rounds": args.rounds, "setups": summary})
+                                                    "rounds": args.rounds, "only": args.only, "setups": summary})
     rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_fp32']}x | {'n/a' if s['after_first_step'] is None else s['after_first_step']} | "
             f"{', '.join(map(str, s['runs']))} |"
             for name, s in summary.items()]

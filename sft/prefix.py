@@ -1,10 +1,11 @@
 """Run the prompt that every trajectory in a batch shares once, not once per row.
 
-Every SFT trajectory opens with the same system prompt and tool list (~245 tokens of ~750 with the
+Every SFT trajectory opens with the same system prompt and tool list (~245 tokens of ~740 with the
 default recipe), none of it trained on. The decoder runs that common prefix for one row, repeats
 its keys and values across the batch, and runs only the rest of each row against them. The loss
 and gradients are those of the full batch (the prefix's gradients arrive summed over the rows,
-which is what the full batch gives them); only the repeated work goes.
+which is what the full batch gives them); only the repeated work goes. With dropout (LoRA's
+lora_dropout, say) the rows share the prefix's dropout mask, so there they agree in expectation only.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def decoder_hidden(decoder, input_ids, attention_mask=None, share_prefix: bool =
     import torch
 
     head = decoder(input_ids=input_ids[:1, :prefix], use_cache=True)
-    cache = getattr(head, "cache", None) or head.past_key_values
+    cache = getattr(head, "cache", None)
+    cache = cache if cache is not None else getattr(head, "past_key_values", None)
     if cache is None:
         raise RuntimeError("the decoder returned no KV cache for the shared prompt (gradient checkpointing turns it "
                            "off in training); run with share_prefix=False or without gradient checkpointing")
