@@ -129,8 +129,8 @@ class TurnCache:
 
 
 def generate_kwarg() -> str:
-    """The name under which `generate` takes a cache: `cache` since transformers 5.x, before it
-    `past_key_values` (still accepted, with a deprecation warning)."""
+    """The name under which `generate` (and a model's forward) takes a cache: `cache` since
+    transformers 5.x, before it `past_key_values` (still accepted, with a deprecation warning)."""
     from transformers.generation.utils import GenerateDecoderOnlyOutput
 
     return "cache" if "cache" in GenerateDecoderOnlyOutput.__dataclass_fields__ else "past_key_values"

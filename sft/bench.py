@@ -26,7 +26,7 @@ from common.paths import runs_dir
 
 BASELINE = "fp32, full output layer"
 SETUPS = {  # name -> overrides
-    "fp32, full output layer": {"bf16": False, "loss_positions_only": False},
+    BASELINE: {"bf16": False, "loss_positions_only": False},
     "fp32, output layer at loss positions": {"bf16": False, "loss_positions_only": True},
     "fp32, loss positions, compiled layers": {"bf16": False, "loss_positions_only": True, "compile_layers": True},
     "fp32, loss positions, compiled, shared prompt": {"bf16": False, "loss_positions_only": True,

@@ -9,9 +9,6 @@ lora_dropout, say) the rows share the prefix's dropout mask, so there they agree
 """
 from __future__ import annotations
 
-import inspect
-
-
 def common_prefix_length(input_ids, attention_mask=None) -> int:
     """Number of leading positions where every row has the same token and none is padding."""
     same = (input_ids == input_ids[:1]).all(dim=0)
@@ -29,6 +26,8 @@ def decoder_hidden(decoder, input_ids, attention_mask=None, share_prefix: bool =
         return decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
     import torch
 
+    from agent.turn_cache import generate_kwarg
+
     head = decoder(input_ids=input_ids[:1, :prefix], use_cache=True)
     cache = getattr(head, "cache", None)
     cache = cache if cache is not None else getattr(head, "past_key_values", None)
@@ -38,11 +37,6 @@ def decoder_hidden(decoder, input_ids, attention_mask=None, share_prefix: bool =
     cache.batch_repeat_interleave(rows)
     positions = torch.arange(prefix, length, device=input_ids.device).unsqueeze(0).expand(rows, -1)
     tail = decoder(input_ids=input_ids[:, prefix:], attention_mask=attention_mask, position_ids=positions,
-                   use_cache=True, **{cache_kwarg(decoder): cache}).last_hidden_state
+                   use_cache=True, **{generate_kwarg(): cache}).last_hidden_state
     return torch.cat([head.last_hidden_state.expand(rows, -1, -1), tail], dim=1)
 
-
-def cache_kwarg(decoder) -> str:
-    """The decoder's name for a cache argument: `cache` since transformers 5.x, `past_key_values` before."""
-    parameters = inspect.signature(decoder.forward).parameters
-    return "cache" if "cache" in parameters else "past_key_values"

@@ -94,8 +94,8 @@ def compile_decoder_layers(model) -> None:
     the whole model) compiles once (~40 s here) and every layer reuses it; dynamic shapes because
     batches differ in length. The attention stays eager: with a KV cache (share_prompt_prefix) its
     per-layer cache index makes a compiled attention recompile for every layer. Measured here
-    (stop 23), the compiled MLP and norms ran faster than whole compiled layers. Module.compile keeps the parameter
-    names, so checkpoints are unchanged."""
+    (stop 23), the compiled MLP and norms ran faster than whole compiled layers. Module.compile
+    keeps the parameter names, so checkpoints are unchanged."""
     layers = getattr(model.get_decoder(), "layers", None)
     if layers is None:
         raise UserError(f"compile_layers: {type(model).__name__} has no decoder .layers to compile; "
