@@ -1,20 +1,33 @@
-"""bf16 only where the hardware has it: CPU recipes ask for bf16 "where it pays".
+"""bf16 only where it pays: CPU recipes ask for bf16 "where it is faster", and that is measured.
 
 A CPU without bf16 units (no AMX, no AVX512-BF16: most laptops and AVX2 servers) emulates bf16
 matmuls, and then bf16 is far slower than fp32. Measured on a 2-core AMD EPYC with AVX2 only
 (stop 13, SmolLM2-135M): forward + backward of 2 x 256 tokens 8.6 s in fp32 against 208 s under
 bf16 autocast (24x slower); a generation forward of the same batch 2.9 s in fp32 against 15.4 s
 with bf16 weights (5.3x slower). On the Intel CPUs with AMX of earlier stops bf16 was 1.4-2x
-faster. So:
-- `dtype: fast` (agent.run, eval, pass-rate) loads bfloat16 weights where they are fast, else float32;
-- `cpu_bf16: auto` (sft/rl recipes) keeps `bf16: true` on a CPU with bf16 units and trains in
-  fp32 on one without, saying so; `cpu_bf16: always` keeps bf16 regardless.
+faster, and on a 2-core AMD EPYC with AVX512-BF16 1.4x (stop 23). But the flag alone does not
+decide it: on a 2-core Intel Xeon (family 6, model 207) that reports AVX512-BF16 and no AMX, bf16
+matmuls ran at 0.74x fp32 and the SFT recipe at 132 against 199 tokens/s (stop 24, `sft.bench`).
+So where the CPU reports bf16 units, a one-second probe times the same matmul in both dtypes
+(alternated, median) and bf16 is used only if it is clearly faster; the result is kept in
+runs/hardware/bf16_probe.json (keyed by CPU model, torch version and threads) so every stage of
+a machine decides alike. Delete the file to measure again.
+- `dtype: fast` (agent.run, eval, pass-rate) loads bfloat16 weights where they pay, else float32;
+- `cpu_bf16: auto` (sft/rl recipes) keeps `bf16: true` where bf16 pays and trains in fp32
+  elsewhere, saying why; `cpu_bf16: always` keeps bf16 regardless.
 """
 from __future__ import annotations
 
+import json
 import os
+import statistics
+import time
 
 CPU_BF16_POLICIES = ("auto", "always")
+PROBE_FILE = "hardware/bf16_probe.json"  # under runs/
+# bf16 must be clearly faster: on a tie fp32 is the more accurate choice, and the probe varies by a
+# few percent on a shared machine
+MIN_SPEEDUP = 1.1
 
 
 def cpu_has_bf16_units() -> bool:
@@ -31,6 +44,71 @@ def cpu_has_bf16_units() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
+def cpu_name() -> str:
+    """The CPU's model name with its family / model / stepping (one brand string covers many chips)."""
+    import platform
+
+    fields = {}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if not line.strip():
+                break  # the first processor's block is enough
+            name, _, value = line.partition(":")
+            fields[name.strip()] = value.strip()
+    except OSError:
+        pass
+    parts = [fields.get("model name") or platform.processor() or platform.machine()]
+    parts += [f"{key} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields]
+    return ", ".join(parts)
+
+
+def time_matmuls(rounds: int = 5, size: tuple[int, int, int] = (2048, 576, 1536)) -> dict:
+    """Median seconds of 4 matmuls of `size` (tokens x hidden x MLP width of SmolLM2-135M) per dtype,
+    the dtypes alternated so that a change in the machine's load hits both alike."""
+    import torch
+
+    m, k, n = size
+    operands = {"float32": (torch.randn(m, k), torch.randn(k, n))}
+    operands["bfloat16"] = tuple(x.bfloat16() for x in operands["float32"])
+    seconds = {name: [] for name in operands}
+    for trial in range(rounds + 1):  # the first round warms up (kernel selection, JIT) and is dropped
+        for name, (a, b) in operands.items():
+            start = time.perf_counter()
+            for _ in range(4):
+                a @ b
+            if trial:
+                seconds[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in seconds.items()}
+
+
+def bf16_probe() -> dict:
+    """The cached (or now measured) matmul timing of this machine, with `bf16_pays`."""
+    import torch
+
+    from common.io import atomic_write_json
+    from common.paths import runs_dir
+
+    path = runs_dir() / PROBE_FILE
+    key = {"cpu": cpu_name(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    if path.exists():
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            return cached
+    median = time_matmuls()
+    speedup = median["float32"] / median["bfloat16"]
+    result = {"key": key, "fp32_ms": round(median["float32"] * 1e3, 2), "bf16_ms": round(median["bfloat16"] * 1e3, 2),
+              "bf16_speedup": round(speedup, 2), "bf16_pays": speedup >= MIN_SPEEDUP}
+    atomic_write_json(path, result)
+    print(f"bf16 probe: matmuls {result['bf16_speedup']}x fp32 speed on this CPU -> "
+          f"{'bf16' if result['bf16_pays'] else 'fp32'} where recipes ask for the fast dtype ({path})")
+    return result
+
+
+def bf16_pays() -> bool:
+    """bf16 is used where the CPU has bf16 units and the probe measured it clearly faster than fp32."""
+    return cpu_has_bf16_units() and bf16_probe()["bf16_pays"]
+
+
 def on_gpu() -> bool:
     import torch
 
@@ -38,21 +116,23 @@ def on_gpu() -> bool:
 
 
 def fast_dtype() -> str:
-    """bfloat16 where the CPU has bf16 units, else float32. For CPU generation only: the transformers
-    backend never moves the model to a GPU (GPUs generate through vLLM, which picks its own dtype)."""
-    return "bfloat16" if cpu_has_bf16_units() else "float32"
+    """bfloat16 where bf16 pays on this CPU (bf16_pays), else float32. For CPU generation only: the
+    transformers backend never moves the model to a GPU (GPUs generate through vLLM, which picks its own dtype)."""
+    return "bfloat16" if bf16_pays() else "float32"
 
 
 def fp32_instead_of_bf16(training_args, policy: str) -> bool:
-    """True (and says why) when a CPU run asks for bf16 on a CPU without bf16 units, unless policy is `always`."""
+    """True (and says why) when a CPU run asks for bf16 where it does not pay (bf16_pays), unless policy is `always`."""
     from common.errors import UserError
 
     if policy not in CPU_BF16_POLICIES:
         raise UserError(f"cpu_bf16: {policy!r} is not one of {', '.join(CPU_BF16_POLICIES)}")
     on_cpu = training_args.use_cpu or not on_gpu()
-    if training_args.bf16 and on_cpu and policy == "auto" and not cpu_has_bf16_units():
-        print("this CPU has no bf16 units (AMX / AVX512-BF16), where bf16 autocast is ~24x slower than fp32: "
-              "training in fp32 (set cpu_bf16: always to keep bf16)")
+    if training_args.bf16 and on_cpu and policy == "auto" and not bf16_pays():
+        why = (f"bf16 matmuls ran at {bf16_probe()['bf16_speedup']}x fp32 speed here ({PROBE_FILE} under runs/)"
+               if cpu_has_bf16_units() else "this CPU has no bf16 units (AMX / AVX512-BF16), where bf16 autocast is "
+               "~24x slower than fp32")
+        print(f"{why}: training in fp32 (set cpu_bf16: always to keep bf16)")
         if os.environ.get("ACCELERATE_MIXED_PRECISION") == "bf16":  # it would win over --bf16 false
             del os.environ["ACCELERATE_MIXED_PRECISION"]
             print("(ACCELERATE_MIXED_PRECISION=bf16 is unset for this run)")

@@ -1,4 +1,4 @@
-"""bf16 only where the hardware has it: the dtype choice and the training recipes' cpu_bf16 policy."""
+"""bf16 only where it pays: the probe and its cache, the dtype choice and the training recipes' cpu_bf16 policy."""
 import pytest
 
 import common.hardware as hardware
@@ -7,37 +7,63 @@ from common.recipe import parse_training_recipe
 
 
 @pytest.fixture
-def cpu(monkeypatch):
-    """A CPU machine whose bf16 units the test decides."""
+def cpu(monkeypatch, runs):
+    """A CPU machine whose bf16 units and probe timings (fp32 / bf16 seconds) the test decides."""
     monkeypatch.setattr(hardware, "on_gpu", lambda: False)
 
-    def has_units(value: bool):
-        monkeypatch.setattr(hardware, "cpu_has_bf16_units", lambda: value)
-    return has_units
+    def machine(units: bool, fp32_s: float = 1.0, bf16_s: float = 0.5):
+        monkeypatch.setattr(hardware, "cpu_has_bf16_units", lambda: units)
+        monkeypatch.setattr(hardware, "time_matmuls", lambda: {"float32": fp32_s, "bfloat16": bf16_s})
+        (runs / hardware.PROBE_FILE).unlink(missing_ok=True)
+    return machine
 
 
-def test_fast_dtype_follows_the_cpu(cpu):
+def test_fast_dtype_follows_the_units_and_the_probe(cpu):
     cpu(True)
     assert hardware.fast_dtype() == "bfloat16"
     cpu(False)
     assert hardware.fast_dtype() == "float32"
+    cpu(True, bf16_s=1.7)  # units, but slower than fp32 (stop 24's Intel Xeon)
+    assert hardware.fast_dtype() == "float32"
+    cpu(True, bf16_s=1 / 1.05)  # a 5% gain is within the probe's noise: fp32
+    assert hardware.fast_dtype() == "float32"
 
 
-@pytest.mark.parametrize("units, policy, bf16, mixed", [
-    (False, "auto", False, "no"),  # emulated bf16: train in fp32
-    (True, "auto", True, "bf16"),
-    (False, "always", True, "bf16"),
+def test_probe_is_measured_once_per_machine(cpu, runs, monkeypatch):
+    cpu(True)
+    first = hardware.bf16_probe()
+    assert first["bf16_pays"] and first["bf16_speedup"] == 2.0
+    assert (runs / hardware.PROBE_FILE).exists()
+    monkeypatch.setattr(hardware, "time_matmuls", lambda: {"float32": 1.0, "bfloat16": 3.0})
+    assert hardware.bf16_probe() == first  # cached: every stage of the machine decides alike
+    monkeypatch.setattr(hardware, "cpu_name", lambda: "another CPU")
+    again = hardware.bf16_probe()
+    assert not again["bf16_pays"] and again["key"]["cpu"] == "another CPU"
+
+
+def test_time_matmuls_times_both_dtypes():
+    seconds = hardware.time_matmuls(rounds=1, size=(8, 8, 8))
+    assert set(seconds) == {"float32", "bfloat16"} and all(value > 0 for value in seconds.values())
+
+
+@pytest.mark.parametrize("units, bf16_s, policy, bf16, mixed, why", [
+    (False, 0.5, "auto", False, "no", "no bf16 units"),  # emulated bf16: train in fp32
+    (True, 0.5, "auto", True, "bf16", None),
+    (True, 1.7, "auto", False, "no", "bf16 matmuls ran at 0.59x fp32 speed"),  # units, but slower
+    (False, 0.5, "always", True, "bf16", None),
 ])
-def test_sft_recipe_trains_in_bf16_only_where_it_pays(cpu, units, policy, bf16, mixed, capsys):
+def test_sft_recipe_trains_in_bf16_only_where_it_pays(cpu, units, bf16_s, policy, bf16, mixed, why, capsys):
     from trl import ModelConfig, SFTConfig
 
     from sft.train import SFTScriptArguments
 
-    cpu(units)
+    cpu(units, bf16_s=bf16_s)
     script, args, _ = parse_training_recipe((SFTScriptArguments, SFTConfig, ModelConfig), [
         "--config", "recipes/tiny/sft.yaml", "--bf16", "true", "--cpu_bf16", policy])
     assert (args.bf16, args.mixed_precision) == (bf16, mixed)  # accelerate's autocast follows mixed_precision
-    assert ("training in fp32" in capsys.readouterr().out) == (not bf16)
+    out = capsys.readouterr().out
+    assert ("training in fp32" in out) == (not bf16)
+    assert why is None or why in out
 
 
 def test_rl_recipe_policy_and_a_bad_policy(cpu):
