@@ -5,6 +5,8 @@
 1. main.*       rows run x stage (baselines included), columns benchmarks: EM [95% CI] / F1,
                 plus tool calls and policy tokens per episode over all benchmarks of the row;
 2. ablation.*   the RL run with and without the length penalty (SFT beside them);
+   paired.*     RL against SFT and the length penalty against none, on the same questions: the
+                differences in EM and policy tokens with paired bootstrap intervals (issue 5's goals);
 3. by_hops.*, by_type.*, by_pool_hops.*  EM per group, per run, stage and benchmark;
 4. retrieval.*  recall@k per retriever, from the datastore benchmark (make bench-retrieval);
 5. timing.*     the wall time of each stage, from the stages' own logs.
@@ -106,6 +108,60 @@ def ablation_table(results: list[Result]) -> Table:
     return table
 
 
+# (stage, against, label): the differences issue 5's goals are stated on
+COMPARISONS = [("rl", "sft", "SFT+RL vs SFT"), ("rl", "rl_nolen", "length penalty vs none (both RL)")]
+# benchmarks pooled as one row where both stages have them: where SFT is weakest (issue 5's +10 points)
+POOLS = {"heldout + ood": ("world_test_heldout", "world_test_ood")}
+
+
+def paired_records(new: dict[str, Result], old: dict[str, Result], benchmarks) -> tuple[list[dict], list[dict]]:
+    """The two stages' records for the questions both answered, in the same order."""
+    pairs = []
+    for benchmark in benchmarks:
+        before = {r["id"]: r for r in old[benchmark].records}
+        pairs += [(r, before[r["id"]]) for r in new[benchmark].records if r["id"] in before]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def paired_row(run: str, label: str, group: str, new: list[dict], old: list[dict]) -> list[str]:
+    from eval.stats import mean_difference, paired_bootstrap, relative_change
+
+    em = [[r["em"] for r in records] for records in (new, old)]
+    tokens = [[r.get("tokens_generated") or 0 for r in records] for records in (new, old)]
+    calls = [sum(int(r.get("tool_calls") or 0) for r in records) / len(records) for records in (old, new)]
+    delta, (low, high) = paired_bootstrap(*em, mean_difference)
+    change, (c_low, c_high) = paired_bootstrap(*tokens, relative_change)
+    return [run, label, group, str(len(new)), f"{sum(em[1]) / len(new):.3f} -> {sum(em[0]) / len(new):.3f}",
+            f"{delta:+.3f} [{low:+.2f}, {high:+.2f}]",
+            f"{sum(tokens[1]) / len(new):.0f} -> {sum(tokens[0]) / len(new):.0f}",
+            f"{change:+.0%} [{c_low:+.0%}, {c_high:+.0%}]", f"{calls[0]:.2f} -> {calls[1]:.2f}"]
+
+
+def paired_table(results: list[Result]) -> Table:
+    table = Table("paired", "RL against SFT, and the length penalty against none: paired differences",
+                  ["model", "comparison", "benchmark", "n", "EM", "EM difference [95% CI]", "policy tokens",
+                   "token change [95% CI]", "tool calls"])
+    rows = grouped(results)
+    for (run, stage), new in rows.items():
+        for wanted, against, label in COMPARISONS:
+            old = rows.get((run, against))
+            if stage != wanted or old is None:
+                continue
+            common = [b for b in new if b in old]
+            groups = [(b, [b]) for b in common]
+            groups += [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(common)]
+            groups += [("all", common)] if len(common) > 1 else []
+            for group, members in groups:
+                pair = paired_records(new, old, members)
+                if pair[0]:
+                    table.rows.append(paired_row(run, label, group, *pair))
+    table.note = ("Each row pairs the two stages on the questions both were run on (greedy episodes); the interval "
+                  "resamples questions, the same ones for both stages. Token change: the relative change in mean "
+                  "policy tokens per episode (tool outputs excluded). Issue 5's goals: RL - SFT >= +0.10 EM on "
+                  "heldout + ood and >= -0.01 on world_test; the length penalty >= 20% fewer tokens at >= -0.02 EM.")
+    return table
+
+
 def breakdown_table(results: list[Result], key: str, title: str) -> Table:
     values = sorted({r.get(key) for result in results for r in result.records if r.get(key) is not None}, key=str)
     table = Table(f"by_{key}", title, ["model", "stage", "benchmark", *map(str, values)])
@@ -166,7 +222,7 @@ def build_tables(runs: Path, log=print, results: list[Result] | None = None) -> 
     results = collect_benchmarks(runs, log) if results is None else results
     if not results:
         raise UserError(f"no evaluation results under {runs}/*/*/eval/: run `make eval` first")
-    tables = [main_table(results), ablation_table(results),
+    tables = [main_table(results), ablation_table(results), paired_table(results),
               breakdown_table(results, "hops", "EM by number of hops"),
               breakdown_table(results, "type", "EM by question type"),
               breakdown_table(results, "pool_hops", "EM by phrasing pool and hops")]
@@ -201,7 +257,7 @@ def update_readme(readme: Path, tables: list[Table], figures: list[Path]) -> Non
     for figure in figures:
         shutil.copyfile(figure, pictures / figure.name)
     body = [table.markdown() for table in tables
-            if table.name in ("main", "ablation", "by_hops", "by_pool_hops", "retrieval", "timing")]
+            if table.name in ("main", "ablation", "paired", "by_hops", "by_pool_hops", "retrieval", "timing")]
     body += [f"![{figure.stem}](docs/results/{figure.name})\n" for figure in figures]
     head, rest = text.split(BEGIN, 1)
     atomic_write_text(readme, head + BEGIN + "\n" + "\n".join(body) + "\n" + END + rest.split(END, 1)[1])

@@ -96,6 +96,36 @@ def test_bootstrap_ci_known_case():
     assert bootstrap_ci([0, 1] * 20) == bootstrap_ci([0, 1] * 20)  # seeded
 
 
+def test_paired_bootstrap_pairs_questions():
+    from eval.stats import bootstrap_ci, mean_difference, paired_bootstrap, relative_change
+
+    before = [1, 0] * 20
+    after = [1, 1] + before[2:]  # one question turned right, nothing else changed
+    delta, (low, high) = paired_bootstrap(after, before, mean_difference)
+    assert delta == pytest.approx(1 / 40) and low == 0.0 and high <= 0.1
+    separate = bootstrap_ci(after), bootstrap_ci(before)
+    assert separate[0][1] - separate[0][0] > 0.2  # unpaired intervals are an order of magnitude wider
+    change, interval = paired_bootstrap([50, 50], [100, 100], relative_change)
+    assert change == -0.5 and interval == (-0.5, -0.5)
+    with pytest.raises(ValueError):
+        paired_bootstrap([1, 0], [1], mean_difference)
+
+
+def test_paired_table_matches_questions_by_id(fixture_runs):
+    from eval.tables import build_tables
+
+    sft = fixture_runs / "m/sft/eval/world_test/predictions.jsonl"
+    sft.write_text("".join(reversed(sft.read_text().splitlines(keepends=True))))  # order must not matter
+    paired = {t.name: t for t in build_tables(fixture_runs, log=lambda line: None)}["paired"]
+    rows = {row[1]: row for row in paired.rows}
+    assert set(rows) == {"SFT+RL vs SFT", "length penalty vs none (both RL)"}
+    vs_sft = rows["SFT+RL vs SFT"]  # EM [1, 1, 0, 0] -> [1, 1, 1, 1]; tokens 100 -> 60
+    assert vs_sft[2:5] == ["world_test", "4", "0.500 -> 1.000"] and vs_sft[5].startswith("+0.500 [+0.00, +1.00]")
+    assert vs_sft[6:8] == ["100 -> 60", "-40% [-40%, -40%]"]
+    penalty = rows["length penalty vs none (both RL)"]  # EM [1, 1, 1, 0] -> [1, 1, 1, 1]; tokens 120 -> 60
+    assert penalty[4] == "0.750 -> 1.000" and penalty[7].startswith("-50%")
+
+
 def test_pareto_front():
     from eval.plots import pareto_front
 
