@@ -1,20 +1,23 @@
-"""bf16 only where it pays: CPU recipes ask for bf16 "where it is faster", and that is measured.
+"""bf16 only where it pays: CPU recipes ask for bf16 "where it is faster", and for training that is measured.
 
 A CPU without bf16 units (no AMX, no AVX512-BF16: most laptops and AVX2 servers) emulates bf16
 matmuls, and then bf16 is far slower than fp32. Measured on a 2-core AMD EPYC with AVX2 only
 (stop 13, SmolLM2-135M): forward + backward of 2 x 256 tokens 8.6 s in fp32 against 208 s under
 bf16 autocast (24x slower); a generation forward of the same batch 2.9 s in fp32 against 15.4 s
 with bf16 weights (5.3x slower). On the Intel CPUs with AMX of earlier stops bf16 was 1.4-2x
-faster, and on a 2-core AMD EPYC with AVX512-BF16 1.4x (stop 23). But the flag alone does not
-decide it: on a 2-core Intel Xeon (family 6, model 207) that reports AVX512-BF16 and no AMX, bf16
-matmuls ran at 0.74x fp32 and the SFT recipe at 132 against 199 tokens/s (stop 24, `sft.bench`).
-So where the CPU reports bf16 units, a one-second probe times the same matmul in both dtypes
-(alternated, median) and bf16 is used only if it is clearly faster; the result is kept in
-runs/hardware/bf16_probe.json (keyed by CPU model, torch version and threads) so every stage of
-a machine decides alike. Delete the file to measure again.
-- `dtype: fast` (agent.run, eval, pass-rate) loads bfloat16 weights where they pay, else float32;
-- `cpu_bf16: auto` (sft/rl recipes) keeps `bf16: true` where bf16 pays and trains in fp32
-  elsewhere, saying why; `cpu_bf16: always` keeps bf16 regardless.
+faster, and on a 2-core AMD EPYC with AVX512-BF16 the SFT recipe ran ~104 s per step in fp32
+against 21-66 s in bf16 (stop 22). But the flag alone does not decide it: on a 2-core Intel Xeon
+(family 6, model 207) that reports AVX512-BF16 and no AMX, bf16 matmuls ran at 0.41-0.74x fp32 and
+the SFT recipe at 132 against 199 tokens/s (stop 24, `sft.bench`).
+So for training, where the CPU reports bf16 units, a one-second probe times that matmul in both
+dtypes (alternated, median) and bf16 autocast is used only if it is clearly faster; the result is
+kept in runs/hardware/bf16_probe.json (keyed by CPU model, torch version and threads) so every
+stage of a machine decides alike. Delete the file to measure again. Generation is another matter:
+one token per episode per step reads every weight, so bf16 weights (half the bytes) paid even on
+that Intel CPU: 16 SFT episodes in 84 and 80 s against 103 and 109 s in fp32 (alternated).
+- `dtype: fast` (agent.run, eval, pass-rate) loads bfloat16 weights where the CPU has bf16 units;
+- `cpu_bf16: auto` (sft/rl recipes) keeps `bf16: true` where the probe finds bf16 faster and trains
+  in fp32 elsewhere, saying why; `cpu_bf16: always` keeps bf16 regardless.
 """
 from __future__ import annotations
 
@@ -25,8 +28,8 @@ import time
 
 CPU_BF16_POLICIES = ("auto", "always")
 PROBE_FILE = "hardware/bf16_probe.json"  # under runs/
-# bf16 must be clearly faster: on a tie fp32 is the more accurate choice, and the probe varies by a
-# few percent on a shared machine
+# bf16 must be clearly faster: on a tie fp32 is the more accurate choice, and one machine's probes
+# spread by ~10-20% under a shared machine's load (0.41-0.59x on stop 24's Intel Xeon)
 MIN_SPEEDUP = 1.1
 
 
@@ -50,11 +53,12 @@ def cpu_name() -> str:
 
     fields = {}
     try:
-        for line in open("/proc/cpuinfo"):
-            if not line.strip():
-                break  # the first processor's block is enough
-            name, _, value = line.partition(":")
-            fields[name.strip()] = value.strip()
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if not line.strip():
+                    break  # the first processor's block is enough
+                name, _, value = line.partition(":")
+                fields[name.strip()] = value.strip()
     except OSError:
         pass
     parts = [fields.get("model name") or platform.processor() or platform.machine()]
@@ -81,6 +85,15 @@ def time_matmuls(rounds: int = 5, size: tuple[int, int, int] = (2048, 576, 1536)
     return {name: statistics.median(values) for name, values in seconds.items()}
 
 
+def read_probes(path) -> dict:
+    """{machine key: probe} from the cache file; an unreadable or malformed file counts as empty."""
+    try:
+        probes = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return probes if isinstance(probes, dict) else {}
+
+
 def bf16_probe() -> dict:
     """The cached (or now measured) matmul timing of this machine, with `bf16_pays`."""
     import torch
@@ -90,22 +103,26 @@ def bf16_probe() -> dict:
 
     path = runs_dir() / PROBE_FILE
     key = {"cpu": cpu_name(), "torch": torch.__version__, "threads": torch.get_num_threads()}
-    if path.exists():
-        cached = json.loads(path.read_text())
-        if cached.get("key") == key:
-            return cached
+    # one entry per machine key: a run with other threads must not evict (and so re-decide) the usual one
+    probes, entry = read_probes(path), json.dumps(key, sort_keys=True)
+    if isinstance(probes.get(entry), dict) and "bf16_pays" in probes[entry]:
+        return probes[entry]
     median = time_matmuls()
     speedup = median["float32"] / median["bfloat16"]
-    result = {"key": key, "fp32_ms": round(median["float32"] * 1e3, 2), "bf16_ms": round(median["bfloat16"] * 1e3, 2),
-              "bf16_speedup": round(speedup, 2), "bf16_pays": speedup >= MIN_SPEEDUP}
-    atomic_write_json(path, result)
+    result = {"key": key, "fp32_ms": round(median["float32"] * 1e3, 2),
+              "bf16_ms": round(median["bfloat16"] * 1e3, 2), "bf16_speedup": round(speedup, 2),
+              "bf16_pays": speedup >= MIN_SPEEDUP}
+    try:
+        atomic_write_json(path, {**probes, entry: result})
+    except OSError as exc:  # a read-only runs/ only costs a new measurement next time
+        print(f"bf16 probe: could not cache the result in {path} ({exc})")
     print(f"bf16 probe: matmuls {result['bf16_speedup']}x fp32 speed on this CPU -> "
-          f"{'bf16' if result['bf16_pays'] else 'fp32'} where recipes ask for the fast dtype ({path})")
+          f"{'bf16' if result['bf16_pays'] else 'fp32'} for training with cpu_bf16: auto ({path})")
     return result
 
 
 def bf16_pays() -> bool:
-    """bf16 is used where the CPU has bf16 units and the probe measured it clearly faster than fp32."""
+    """bf16 autocast trains faster: the CPU has bf16 units and the probe found them clearly faster."""
     return cpu_has_bf16_units() and bf16_probe()["bf16_pays"]
 
 
@@ -116,9 +133,11 @@ def on_gpu() -> bool:
 
 
 def fast_dtype() -> str:
-    """bfloat16 where bf16 pays on this CPU (bf16_pays), else float32. For CPU generation only: the
-    transformers backend never moves the model to a GPU (GPUs generate through vLLM, which picks its own dtype)."""
-    return "bfloat16" if bf16_pays() else "float32"
+    """bfloat16 where the CPU has bf16 units, else float32: generation reads every weight per token, so
+    half the bytes pays even where bf16 matmuls are slower (module docstring). For CPU generation only:
+    the transformers backend never moves the model to a GPU (GPUs generate through vLLM, which picks
+    its own dtype)."""
+    return "bfloat16" if cpu_has_bf16_units() else "float32"
 
 
 def fp32_instead_of_bf16(training_args, policy: str) -> bool:
@@ -129,9 +148,9 @@ def fp32_instead_of_bf16(training_args, policy: str) -> bool:
         raise UserError(f"cpu_bf16: {policy!r} is not one of {', '.join(CPU_BF16_POLICIES)}")
     on_cpu = training_args.use_cpu or not on_gpu()
     if training_args.bf16 and on_cpu and policy == "auto" and not bf16_pays():
-        why = (f"bf16 matmuls ran at {bf16_probe()['bf16_speedup']}x fp32 speed here ({PROBE_FILE} under runs/)"
-               if cpu_has_bf16_units() else "this CPU has no bf16 units (AMX / AVX512-BF16), where bf16 autocast is "
-               "~24x slower than fp32")
+        why = (f"bf16 matmuls ran at {bf16_probe()['bf16_speedup']}x fp32 speed here (the bf16 probe)"
+               if cpu_has_bf16_units() else
+               "this CPU has no bf16 units (AMX / AVX512-BF16), where bf16 autocast is ~24x slower than fp32")
         print(f"{why}: training in fp32 (set cpu_bf16: always to keep bf16)")
         if os.environ.get("ACCELERATE_MIXED_PRECISION") == "bf16":  # it would win over --bf16 false
             del os.environ["ACCELERATE_MIXED_PRECISION"]

@@ -54,8 +54,8 @@ class RLScriptArguments:
     tool_call_cost: float = field(default=0.05, metadata={"help": "`tool_cost`: penalty per tool call"})
     health_min_answer_rate: float = field(default=0.1, metadata={"help": "warn when the answer rate stays below this"})
     cpu_bf16: str = field(default="auto", metadata={
-        "help": "auto: on a CPU without bf16 units (AMX / AVX512-BF16) train in fp32 even with bf16 set "
-                "(bf16 is emulated there, ~24x slower); always: keep bf16"})
+        "help": "auto: on a CPU train in fp32 even with bf16 set unless a matmul probe finds bf16 faster "
+                "(common/hardware.py; emulated bf16 is ~24x slower); always: keep bf16"})
 
 
 def resolve_start(model_name_or_path: str | None) -> str:

@@ -43,8 +43,8 @@ class SFTScriptArguments:
         "help": "run the prompt a batch's rows share (system prompt, tool list) once per batch, not once per row "
                 "(same loss and gradients). Needs loss_positions_only"})
     cpu_bf16: str = field(default="auto", metadata={
-        "help": "auto: on a CPU without bf16 units (AMX / AVX512-BF16) train in fp32 even with bf16 set "
-                "(bf16 is emulated there, ~24x slower); always: keep bf16"})
+        "help": "auto: on a CPU train in fp32 even with bf16 set unless a matmul probe finds bf16 faster "
+                "(common/hardware.py; emulated bf16 is ~24x slower); always: keep bf16"})
 
 
 def build_trainer(script, training_args, model_args, train_set):

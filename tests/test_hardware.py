@@ -18,14 +18,21 @@ def cpu(monkeypatch, runs):
     return machine
 
 
-def test_fast_dtype_follows_the_units_and_the_probe(cpu):
+def test_training_bf16_follows_the_units_and_the_probe(cpu):
     cpu(True)
+    assert hardware.bf16_pays()
+    cpu(False)
+    assert not hardware.bf16_pays()
+    cpu(True, bf16_s=1.7)  # units, but slower than fp32 (stop 24's Intel Xeon)
+    assert not hardware.bf16_pays()
+    cpu(True, bf16_s=1 / 1.05)  # a 5% gain is within the probe's noise: fp32
+    assert not hardware.bf16_pays()
+
+
+def test_generation_dtype_follows_the_units_only(cpu):
+    cpu(True, bf16_s=1.7)  # slower matmuls, but generation reads half the bytes (1.3x faster there)
     assert hardware.fast_dtype() == "bfloat16"
     cpu(False)
-    assert hardware.fast_dtype() == "float32"
-    cpu(True, bf16_s=1.7)  # units, but slower than fp32 (stop 24's Intel Xeon)
-    assert hardware.fast_dtype() == "float32"
-    cpu(True, bf16_s=1 / 1.05)  # a 5% gain is within the probe's noise: fp32
     assert hardware.fast_dtype() == "float32"
 
 
@@ -39,6 +46,16 @@ def test_probe_is_measured_once_per_machine(cpu, runs, monkeypatch):
     monkeypatch.setattr(hardware, "cpu_name", lambda: "another CPU")
     again = hardware.bf16_probe()
     assert not again["bf16_pays"] and again["key"]["cpu"] == "another CPU"
+
+
+def test_a_broken_cache_is_measured_again(cpu, runs):
+    cpu(True)
+    path = runs / hardware.PROBE_FILE
+    for broken in ("{trunc", "[]", '{"x": 1}'):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(broken)
+        assert hardware.bf16_probe()["bf16_pays"]
+    assert len(hardware.read_probes(path)) == 2  # the stray entry stays; this machine's is added
 
 
 def test_time_matmuls_times_both_dtypes():
