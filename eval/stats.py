@@ -28,16 +28,21 @@ def paired_bootstrap(a, b, statistic, n_boot: int = 2000, level: float = 0.95, s
     """statistic(a, b) and its percentile interval, resampling question indices (the same for a and b).
 
     For two stages run on the same questions this is far tighter than comparing their separate
-    intervals: a question both get right (or both miss) adds no noise to the difference.
+    intervals: a question both get right (or both miss) adds no noise to the difference. Resamples
+    where the statistic is not finite are left out; if they are half or more, the interval is nan.
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape or a.size == 0:
-        raise ValueError(f"paired_bootstrap needs two non-empty lists of one length, got {a.size} and {b.size}")
+        raise ValueError(f"paired_bootstrap needs two non-empty lists of one length, not {a.size} and {b.size}")
     rng = np.random.default_rng(seed)
     index = rng.integers(0, a.size, size=(n_boot, a.size))
     samples = statistic(a[index], b[index])
+    samples = samples[np.isfinite(samples)]  # e.g. a ratio over a resample whose baseline mean is 0
     alpha = (1 - level) / 2
-    return float(statistic(a[None], b[None])[0]), (float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha)))
+    point = float(statistic(a[None], b[None])[0])
+    if samples.size < n_boot / 2:
+        return point, (float("nan"), float("nan"))
+    return point, (float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha)))
 
 
 def mean_difference(a, b):
@@ -46,6 +51,6 @@ def mean_difference(a, b):
 
 
 def relative_change(a, b):
-    """Per resample (rows): mean(a) / mean(b) - 1 (nan where mean(b) is 0)."""
+    """Per resample (rows): mean(a) / mean(b) - 1 (inf or nan where mean(b) is 0)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return a.mean(axis=-1) / b.mean(axis=-1) - 1

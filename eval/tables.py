@@ -5,11 +5,11 @@
 1. main.*       rows run x stage (baselines included), columns benchmarks: EM [95% CI] / F1,
                 plus tool calls and policy tokens per episode over all benchmarks of the row;
 2. ablation.*   the RL run with and without the length penalty (SFT beside them);
-   paired.*     RL against SFT and the length penalty against none, on the same questions: the
+3. paired.*     RL against SFT and the length penalty against none, on the same questions: the
                 differences in EM and policy tokens with paired bootstrap intervals (issue 5's goals);
-3. by_hops.*, by_type.*, by_pool_hops.*  EM per group, per run, stage and benchmark;
-4. retrieval.*  recall@k per retriever, from the datastore benchmark (make bench-retrieval);
-5. timing.*     the wall time of each stage, from the stages' own logs.
+4. by_hops.*, by_type.*, by_pool_hops.*  EM per group, per run, stage and benchmark;
+5. retrieval.*  recall@k per retriever, from the datastore benchmark (make bench-retrieval);
+6. timing.*     the wall time of each stage, from the stages' own logs.
 Rows exist only for results that exist, so the same command makes the 8-GPU tables once those
 runs are there. It also draws the plots (eval/plots.py) and writes runs/tables/README.md.
 """
@@ -52,7 +52,7 @@ class Table:
         def esc(text: str) -> str:
             for char in "\\&%$#_{}":
                 text = text.replace(char, "\\" + char)
-            return text.replace("±", "$\\pm$")
+            return text.replace("±", "$\\pm$").replace("->", "$\\to$")
         body = [" & ".join(map(esc, self.headers)) + r" \\", r"\midrule"]
         body += [" & ".join(map(esc, row)) + r" \\" for row in self.rows]
         return "\n".join([r"\begin{table}[t]", r"\centering", rf"\caption{{{esc(self.title)}}}",
@@ -95,7 +95,10 @@ def main_table(results: list[Result]) -> Table:
 def ablation_table(results: list[Result]) -> Table:
     table = Table("ablation", "Length-penalty ablation (same seed, steps and data)",
                   ["model", "stage", "benchmark", "EM [95% CI] / F1", "policy tokens", "tool calls", "answer rate"])
-    rows = {key: by_bench for key, by_bench in grouped(results).items() if key[1] in ("sft", "rl", "rl_nolen")}
+    stages = grouped(results)
+    with_rl = {run for run, stage in stages if stage in ("rl", "rl_nolen")}  # SFT alone ablates nothing
+    rows = {key: by_bench for key, by_bench in stages.items()
+            if key[1] in ("sft", "rl", "rl_nolen") and key[0] in with_rl}
     for (run, stage), by_bench in rows.items():
         # `all` pools only the benchmarks every compared stage of this run has, so the rows stay comparable
         common = set.intersection(*(set(b) for (r, _), b in rows.items() if r == run))
@@ -115,10 +118,13 @@ POOLS = {"heldout + ood": ("world_test_heldout", "world_test_ood")}
 
 
 def paired_records(new: dict[str, Result], old: dict[str, Result], benchmarks) -> tuple[list[dict], list[dict]]:
-    """The two stages' records for the questions both answered, in the same order."""
+    """The two stages' records for the questions both answered, in the same order (matched by id)."""
     pairs = []
     for benchmark in benchmarks:
         before = {r["id"]: r for r in old[benchmark].records}
+        if len(before) != len(old[benchmark].records) or len({r["id"] for r in new[benchmark].records}) != len(
+                new[benchmark].records):
+            raise UserError(f"{benchmark}: a question id occurs twice in one stage's predictions; rerun `make eval`")
         pairs += [(r, before[r["id"]]) for r in new[benchmark].records if r["id"] in before]
     return [a for a, _ in pairs], [b for _, b in pairs]
 
@@ -126,15 +132,17 @@ def paired_records(new: dict[str, Result], old: dict[str, Result], benchmarks) -
 def paired_row(run: str, label: str, group: str, new: list[dict], old: list[dict]) -> list[str]:
     from eval.stats import mean_difference, paired_bootstrap, relative_change
 
-    em = [[r["em"] for r in records] for records in (new, old)]
-    tokens = [[r.get("tokens_generated") or 0 for r in records] for records in (new, old)]
-    calls = [sum(int(r.get("tool_calls") or 0) for r in records) / len(records) for records in (old, new)]
-    delta, (low, high) = paired_bootstrap(*em, mean_difference)
-    change, (c_low, c_high) = paired_bootstrap(*tokens, relative_change)
-    return [run, label, group, str(len(new)), f"{sum(em[1]) / len(new):.3f} -> {sum(em[0]) / len(new):.3f}",
-            f"{delta:+.3f} [{low:+.2f}, {high:+.2f}]",
-            f"{sum(tokens[1]) / len(new):.0f} -> {sum(tokens[0]) / len(new):.0f}",
-            f"{change:+.0%} [{c_low:+.0%}, {c_high:+.0%}]", f"{calls[0]:.2f} -> {calls[1]:.2f}"]
+    def mean(values):
+        return sum(values) / len(values)
+
+    new_em, old_em = [r["em"] for r in new], [r["em"] for r in old]
+    new_tokens, old_tokens = [r["tokens_generated"] for r in new], [r["tokens_generated"] for r in old]
+    new_calls, old_calls = [int(r.get("tool_calls") or 0) for r in new], [int(r.get("tool_calls") or 0) for r in old]
+    delta, (low, high) = paired_bootstrap(new_em, old_em, mean_difference)
+    change, (c_low, c_high) = paired_bootstrap(new_tokens, old_tokens, relative_change)
+    return [run, label, group, str(len(new)), f"{mean(old_em):.3f} -> {mean(new_em):.3f}",
+            f"{delta:+.3f} [{low:+.2f}, {high:+.2f}]", f"{mean(old_tokens):.0f} -> {mean(new_tokens):.0f}",
+            f"{change:+.0%} [{c_low:+.0%}, {c_high:+.0%}]", f"{mean(old_calls):.2f} -> {mean(new_calls):.2f}"]
 
 
 def paired_table(results: list[Result]) -> Table:
@@ -149,8 +157,10 @@ def paired_table(results: list[Result]) -> Table:
                 continue
             common = [b for b in new if b in old]
             groups = [(b, [b]) for b in common]
-            groups += [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(common)]
-            groups += [("all", common)] if len(common) > 1 else []
+            pools = [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(common)]
+            groups += pools
+            # `all` only where it adds a row: not for one benchmark, nor where it equals a pool
+            groups += [("all", common)] if len(common) > 1 and all(set(m) != set(common) for _, m in pools) else []
             for group, members in groups:
                 pair = paired_records(new, old, members)
                 if pair[0]:

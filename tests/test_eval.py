@@ -2,10 +2,12 @@
 the stale-result check of `make eval`, and the scorer against the official HotpotQA formulas."""
 import json
 import re
+import shutil
 import string
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from common.paths import runs_dir
@@ -109,13 +111,23 @@ def test_paired_bootstrap_pairs_questions():
     assert change == -0.5 and interval == (-0.5, -0.5)
     with pytest.raises(ValueError):
         paired_bootstrap([1, 0], [1], mean_difference)
+    change, interval = paired_bootstrap([5, 0, 0, 0], [0, 0, 0, 1], relative_change)  # some resamples divide by 0
+    assert change == 4.0 and all(np.isfinite(interval))  # ~32% of resamples lack the 1: left out
+    assert all(np.isnan(paired_bootstrap([1, 0, 0, 0], [0, 0, 0, 0], relative_change)[1]))  # all divide by 0
 
 
 def test_paired_table_matches_questions_by_id(fixture_runs):
     from eval.tables import build_tables
 
+    from eval.results import collect_benchmarks, grouped
+    from eval.tables import paired_records
+
     sft = fixture_runs / "m/sft/eval/world_test/predictions.jsonl"
     sft.write_text("".join(reversed(sft.read_text().splitlines(keepends=True))))  # order must not matter
+    stages = grouped(collect_benchmarks(fixture_runs, log=lambda line: None))
+    new, old = paired_records(stages[("m", "rl")], stages[("m", "sft")], ["world_test"])
+    assert [r["id"] for r in new] == [r["id"] for r in old] == ["q0", "q1", "q2", "q3"]
+    assert [r["prediction"] for r in old] == ["Paris", "1874", "no", None]
     paired = {t.name: t for t in build_tables(fixture_runs, log=lambda line: None)}["paired"]
     rows = {row[1]: row for row in paired.rows}
     assert set(rows) == {"SFT+RL vs SFT", "length penalty vs none (both RL)"}
@@ -124,6 +136,11 @@ def test_paired_table_matches_questions_by_id(fixture_runs):
     assert vs_sft[6:8] == ["100 -> 60", "-40% [-40%, -40%]"]
     penalty = rows["length penalty vs none (both RL)"]  # EM [1, 1, 1, 0] -> [1, 1, 1, 1]; tokens 120 -> 60
     assert penalty[4] == "0.750 -> 1.000" and penalty[7].startswith("-50%")
+    assert "$\\to$" in paired.latex() and "->" not in paired.latex()
+    for stage in ("rl", "rl_nolen"):  # without RL runs there is nothing to pair or ablate
+        shutil.rmtree(fixture_runs / "m" / stage)
+    names = {t.name for t in build_tables(fixture_runs, log=lambda line: None)}
+    assert "paired" not in names and "ablation" not in names and "main" in names
 
 
 def test_pareto_front():
