@@ -147,9 +147,11 @@ def fp32_instead_of_bf16(training_args, policy: str) -> bool:
     if policy not in CPU_BF16_POLICIES:
         raise UserError(f"cpu_bf16: {policy!r} is not one of {', '.join(CPU_BF16_POLICIES)}")
     on_cpu = training_args.use_cpu or not on_gpu()
-    if training_args.bf16 and on_cpu and policy == "auto" and not bf16_pays():
-        why = (f"bf16 matmuls ran at {bf16_probe()['bf16_speedup']}x fp32 speed here (the bf16 probe)"
-               if cpu_has_bf16_units() else
+    if not (training_args.bf16 and on_cpu and policy == "auto"):
+        return False
+    probe = bf16_probe() if cpu_has_bf16_units() else None  # one probe read (or run) decides and explains
+    if probe is None or not probe["bf16_pays"]:
+        why = (f"bf16 matmuls ran at {probe['bf16_speedup']}x fp32 speed here (the bf16 probe)" if probe else
                "this CPU has no bf16 units (AMX / AVX512-BF16), where bf16 autocast is ~24x slower than fp32")
         print(f"{why}: training in fp32 (set cpu_bf16: always to keep bf16)")
         if os.environ.get("ACCELERATE_MIXED_PRECISION") == "bf16":  # it would win over --bf16 false

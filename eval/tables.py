@@ -121,19 +121,17 @@ def paired_records(new: dict[str, Result], old: dict[str, Result], benchmarks) -
     """The two stages' records for the questions both answered, in the same order (matched by id)."""
     pairs = []
     for benchmark in benchmarks:
-        before = {r["id"]: r for r in old[benchmark].records}
-        if len(before) != len(old[benchmark].records) or len({r["id"] for r in new[benchmark].records}) != len(
-                new[benchmark].records):
+        after, before = ({r["id"]: r for r in stage[benchmark].records} for stage in (new, old))
+        if len(after) != len(new[benchmark].records) or len(before) != len(old[benchmark].records):
             raise UserError(f"{benchmark}: a question id occurs twice in one stage's predictions; rerun `make eval`")
-        pairs += [(r, before[r["id"]]) for r in new[benchmark].records if r["id"] in before]
+        pairs += [(r, before[i]) for i, r in after.items() if i in before]
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
 def paired_row(run: str, label: str, group: str, new: list[dict], old: list[dict]) -> list[str]:
-    from eval.stats import mean_difference, paired_bootstrap, relative_change
+    from statistics import fmean as mean
 
-    def mean(values):
-        return sum(values) / len(values)
+    from eval.stats import mean_difference, paired_bootstrap, relative_change
 
     new_em, old_em = [r["em"] for r in new], [r["em"] for r in old]
     new_tokens, old_tokens = [r["tokens_generated"] for r in new], [r["tokens_generated"] for r in old]
