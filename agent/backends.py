@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from agent.chat import render_tool_call
 
 ANSWER_TAG = "<answer>"
+TOOL_CALL_TAG = "<tool_call>"
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Completion:
     prompt_tokens: int  # tokens in the context before this turn
     error: str | None = None  # set when the backend could not produce a turn (overflow, endpoint down)
     forced: bool = False  # opened with `<answer>` by the calibrated stop (answer_threshold), not by the model
+    held: bool = False  # the model opened with `<answer>` below the threshold and the two-sided stop turned it away
 
 
 @dataclass
@@ -43,13 +45,17 @@ class TransformersBackend:
     turn prefills only its new tokens; conversations are told apart by the list object passed in."""
 
     def __init__(self, model, tokenizer, sampling: Sampling, batch_size: int = 16, reuse_cache: bool = True,
-                 answer_threshold: float | None = None):
+                 answer_threshold: float | None = None, hold_below: bool = False, max_turns: int | None = None):
         from agent.turn_cache import TurnCache
 
         self.model, self.tokenizer, self.sampling, self.batch_size = model, tokenizer, sampling, batch_size
         self.turn_cache = TurnCache(model.config) if reuse_cache else None
-        self.answer_threshold, self.forced_answers = answer_threshold, 0
+        # the calibrated stop: force `<answer>` at P >= threshold; with hold_below, also refuse it below
+        # (except on the episode's last turn, `max_turns`, where only an answer can still score)
+        self.answer_threshold, self.hold_below, self.max_turns = answer_threshold, hold_below, max_turns
+        self.forced_answers = self.held_answers = 0
         self.answer_tag = tokenizer(ANSWER_TAG, add_special_tokens=False)["input_ids"]
+        self.tag_branch = branch_index(self.answer_tag, tokenizer(TOOL_CALL_TAG, add_special_tokens=False)["input_ids"])
         self.model.eval()
 
     def render(self, conversation: list[dict], tools: list | None) -> str:
@@ -58,40 +64,56 @@ class TransformersBackend:
     def complete(self, conversations: list[list[dict]], tools: list | None) -> list[Completion]:
         prompts = [self.render(conv, tools) for conv in conversations]
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        forced = [self._answer_now(conversation, row) for conversation, row in zip(conversations, ids)]
-        completions = self.complete_ids([row + self.answer_tag if f else row for row, f in zip(ids, forced)],
-                                        [id(conversation) for conversation in conversations])
+        stops = [self._stop(conversation, row) for conversation, row in zip(conversations, ids)]
+        completions = self.complete_ids([row + self.answer_tag if stop == "force" else row for row, stop in zip(ids, stops)],
+                                        [id(conversation) for conversation in conversations],
+                                        hold=[stop if isinstance(stop, Hold) else None for stop in stops])
         tag = len(self.answer_tag)
-        for completion, f in zip(completions, forced):
-            if f and not completion.error:  # the tag belongs to the turn, not to its context
+        for completion, stop in zip(completions, stops):
+            if stop == "force" and not completion.error:  # the tag belongs to the turn, not to its context
                 completion.text, completion.forced = ANSWER_TAG + completion.text, True
                 completion.tokens, completion.prompt_tokens = completion.tokens + tag, completion.prompt_tokens - tag
                 self.forced_answers += 1
+            if isinstance(stop, Hold) and stop.greedy_answers and not completion.error:
+                completion.held = True
+                self.held_answers += 1
         return completions
 
-    def _answer_now(self, conversation: list[dict], ids: list[int]) -> bool:
-        """A calibrated stop (`answer_threshold`): right after a tool output, open the turn with
-        `<answer>` when the model gives that tag at least this probability, even where it is not the
-        argmax (the stop ranks contexts better than its level: eval.stop_decisions). Below it the
-        model decides as usual. Fit the threshold on dev oracle contexts, never on test. Costs one
-        more forward pass over the context per turn (no cache)."""
+    def _stop(self, conversation: list[dict], ids: list[int]):
+        """A calibrated stop (`answer_threshold`): right after a tool output, "force" the turn to open
+        with `<answer>` when the model gives that tag at least this probability, even where it is not
+        the argmax (the stop ranks contexts better than its level: eval.stop_decisions). Below it the
+        model decides as usual, or with `hold_below` its turn is drawn from its distribution given
+        that it does not open with the tag (a `Hold`). Fit the threshold on dev oracle contexts,
+        never on test. Costs one more forward pass over the context per turn (no cache)."""
+        import torch
+
         if self.answer_threshold is None or conversation[-1].get("role") != "tool":
-            return False
+            return None
         if len(ids) + len(self.answer_tag) > self._prompt_limit(self.sampling.max_new_tokens):
-            return False  # complete_ids reports the overflow
-        return tag_probability(self.model, ids, self.answer_tag)[0] >= self.answer_threshold
+            return None  # complete_ids reports the overflow
+        dists = continuation_distributions(self.model, ids, self.answer_tag)
+        steps = dists[torch.arange(len(self.answer_tag)), torch.tensor(self.answer_tag)].tolist()
+        if torch.tensor(steps).prod().item() >= self.answer_threshold:
+            return "force"
+        last_turn = self.max_turns is not None and sum(m["role"] == "assistant" for m in conversation) >= self.max_turns - 1
+        if not self.hold_below or last_turn:
+            return None
+        return Hold(steps[:self.tag_branch + 1], dists.argmax(-1).tolist() == self.answer_tag)
 
     def _prompt_limit(self, max_new_tokens: int) -> int:
         """The longest prompt that leaves room for a whole turn in the context."""
         return self.sampling.max_context_tokens - max_new_tokens
 
     def complete_ids(self, ids: list[list[int]], keys: list | None = None,
-                     max_new_tokens: int | None = None) -> list[Completion]:
+                     max_new_tokens: int | None = None, hold: list | None = None) -> list[Completion]:
         """Turns for prompts already tokenized (e.g. a turn forced to open with a tag). `keys` tell
         conversations apart for the turn cache; without them each prompt counts as a new
         conversation and the cache of earlier ones is dropped (probes, not episodes).
-        `max_new_tokens`: this call's turn budget (default: the sampling's)."""
+        `max_new_tokens`: this call's turn budget (default: the sampling's). `hold`: per row, None
+        or the `Hold` that keeps its turn from opening with `<answer>`."""
         keys = keys if keys is not None else [("prompt", index) for index in range(len(ids))]
+        hold = hold or [None] * len(ids)
         budget = max_new_tokens or self.sampling.max_new_tokens
         results: list[Completion | None] = [None] * len(ids)
         limit = self._prompt_limit(budget)
@@ -108,11 +130,12 @@ class TransformersBackend:
         for start in range(0, len(runnable), self.batch_size):
             chunk = runnable[start:start + self.batch_size]
             for index, completion in zip(chunk, self._generate([ids[i] for i in chunk], [keys[i] for i in chunk],
-                                                               budget)):
+                                                               budget, [hold[i] for i in chunk])):
                 results[index] = completion
         return results
 
-    def _generate(self, rows: list[list[int]], keys: list, max_new_tokens: int) -> list[Completion]:
+    def _generate(self, rows: list[list[int]], keys: list, max_new_tokens: int,
+                  hold: list | None = None) -> list[Completion]:
         import torch
 
         from agent.turn_cache import TurnCache, generate_kwarg
@@ -121,6 +144,9 @@ class TransformersBackend:
         batch = (self.turn_cache or TurnCache(None)).batch(rows, keys, pad)
         greedy = self.sampling.temperature <= 0
         reuse = {generate_kwarg(): batch.cache} if batch.cache is not None else {}
+        width = batch.input_ids.shape[1]
+        if hold and any(hold):
+            reuse["logits_processor"] = OpeningBan(self.answer_tag, width, hold).as_list()
         with torch.no_grad():
             output = self.model.generate(
                 input_ids=batch.input_ids, attention_mask=batch.attention_mask,
@@ -128,13 +154,59 @@ class TransformersBackend:
                 temperature=None if greedy else self.sampling.temperature,
                 top_p=None if greedy else self.sampling.top_p, top_k=None, pad_token_id=pad, eos_token_id=eos,
                 return_dict_in_generate=True, **reuse)
-        width = batch.input_ids.shape[1]
         generated = [_trim(tokens, pad, eos) for tokens in output.sequences[:, width:].tolist()]
         if self.turn_cache:
             cache = getattr(output, "cache", None) or getattr(output, "past_key_values", None)
             self.turn_cache.store(keys, rows, batch, generated, output.sequences.shape[1] - width, cache)
         return [Completion(self.tokenizer.decode(tokens, skip_special_tokens=True), len(tokens), len(row))
                 for row, tokens in zip(rows, generated)]
+
+
+def branch_index(tag: list[int], other: list[int]) -> int:
+    """Where two tags' token ids part: `<answer>` and `<tool_call>` share SmolLM2's `<`, so a turn
+    is kept from answering by refusing `answer` after it, not `<` (which would refuse calls too)."""
+    shared = 0
+    while shared < min(len(tag), len(other)) and tag[shared] == other[shared]:
+        shared += 1
+    if shared == len(tag):
+        raise ValueError("the answer tag is a prefix of the tool-call tag: the two-sided stop cannot refuse it")
+    return shared
+
+
+@dataclass
+class Hold:
+    """A turn the two-sided stop keeps from opening with `<answer>`: `steps[j]` is the model's
+    P(tag[j] | tag[:j]) up to the token where the tag parts from `<tool_call>` (branch_index)."""
+    steps: list[float]
+    greedy_answers: bool  # unheld, greedy decoding would have opened with the tag
+
+
+class OpeningBan:
+    """A logits processor for the two-sided stop: each held row's turn is drawn from the model's
+    distribution given that it does not open with the tag. Refusing only the branch token would
+    leave the mass the model put on `<` for `<answer>` on `<` (SmolLM2 then wrote `<no>no</no>`),
+    so the shared tokens before it are down-weighted by what led to the tag: at step j < branch,
+    tag[j]'s probability is multiplied by 1 - P(tag[j+1..branch] | tag[:j+1]); at the branch it is 0."""
+
+    def __init__(self, tag: list[int], width: int, holds: list):
+        self.tag, self.width = tag, width
+        self.holds = {row: hold for row, hold in enumerate(holds) if hold is not None}
+
+    def __call__(self, input_ids, scores):
+        import math
+
+        step = input_ids.shape[1] - self.width
+        for row, hold in self.holds.items():
+            if step >= len(hold.steps) or input_ids[row, self.width:].tolist() != self.tag[:step]:
+                continue
+            rest = math.prod(hold.steps[step + 1:])
+            scores[row, self.tag[step]] += math.log(1 - rest) if rest < 1 else float("-inf")
+        return scores
+
+    def as_list(self):
+        from transformers import LogitsProcessorList
+
+        return LogitsProcessorList([self])
 
 
 def continuation_distributions(model, ids: list[int], continuation: list[int]):

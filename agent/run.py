@@ -86,7 +86,8 @@ def make_backend(args):
         return VLLMBackend(path, prepare_tokenizer(AutoTokenizer.from_pretrained(path)), sampling)
     model, tokenizer = load_model(args.model, dtype=args.dtype)
     return TransformersBackend(model, prepare_tokenizer(tokenizer), sampling, batch_size=args.batch_size,
-                               reuse_cache=not args.full_prefill, answer_threshold=args.answer_threshold)
+                               reuse_cache=not args.full_prefill, answer_threshold=args.answer_threshold,
+                               hold_below=args.hold_below, max_turns=args.max_turns)
 
 
 def make_retriever(args):
@@ -128,8 +129,10 @@ def run(args) -> dict:
     stale = set(done) - {q["id"] for q in questions}
     if stale:
         raise UserError(f"{predictions} holds {len(stale)} questions not in {args.questions}; use a new --out folder")
-    if any(r.get("answer_threshold") != args.answer_threshold for r in done.values()):
-        raise UserError(f"{predictions} holds episodes run with another --answer-threshold (or none recorded); use a new --out folder")
+    if any((r.get("answer_threshold"), r.get("hold_below", False)) != (args.answer_threshold, args.hold_below)
+           for r in done.values()):
+        raise UserError(f"{predictions} holds episodes run with another --answer-threshold or --hold-below (or none "
+                        "recorded); use a new --out folder")
     todo = [q for q in questions if q["id"] not in done]
     print(f"{len(questions)} questions: {len(done)} already done, {len(todo)} to run")
     started, backend = time.perf_counter(), None
@@ -145,7 +148,7 @@ def run(args) -> dict:
                                         lambda: SearchTools(retriever, k=args.k, method=args.method), config,
                                         progress=not args.quiet)
                 for episode in episodes:
-                    record = {**episode.record(), "answer_threshold": args.answer_threshold}
+                    record = {**episode.record(), "answer_threshold": args.answer_threshold, "hold_below": args.hold_below}
                     done[record["id"]] = record
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 handle.flush()
@@ -157,8 +160,9 @@ def run(args) -> dict:
                       "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
                       "seconds_this_run": round(time.perf_counter() - started, 1), "n_run_now": len(todo),
                       "prompt_tokens_from_turn_cache": turn_cache_share(backend),
-                      "answer_threshold": args.answer_threshold,
-                      "forced_answers": sum(bool(r.get("forced_answer")) for r in records)}
+                      "answer_threshold": args.answer_threshold, "hold_below": args.hold_below,
+                      "forced_answers": sum(bool(r.get("forced_answer")) for r in records),
+                      "held_answers": sum(r.get("held_answers", 0) for r in records)}
     atomic_write_json(out / "metrics.json", metrics)
     overall = metrics["overall"]
     print(f"EM {overall['em']:.3f}  F1 {overall['f1']:.3f}  answer rate {overall['answer_rate']:.3f}  "
@@ -201,12 +205,17 @@ def parse_args(argv=None):
     parser.add_argument("--answer-threshold", type=float,
                         help="after a tool output, answer when P(<answer>) reaches this (fit it on dev with "
                              "python -m eval.stop_decisions --fit-threshold; transformers backend only)")
+    parser.add_argument("--hold-below", action="store_true",
+                        help="two-sided stop: below --answer-threshold the turn may not open with <answer> "
+                             "(except the last turn); use the two_sided threshold of eval.stop_decisions --fit-threshold")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     if args.answer_threshold is not None and not (0 < args.answer_threshold <= 1 and args.backend == "transformers"
                                                   and not (args.closed_book or args.rag)):
         parser.error("--answer-threshold takes a probability in (0, 1], with --backend transformers and tools "
                      "(not --closed-book or --rag)")
+    if args.hold_below and args.answer_threshold is None:
+        parser.error("--hold-below needs --answer-threshold (the two_sided one of eval.stop_decisions --fit-threshold)")
     return args
 
 

@@ -123,19 +123,22 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
-def fit_threshold(rows: list[dict]) -> dict:
+def fit_threshold(rows: list[dict], two_sided: bool = False) -> dict:
     """The `agent.run --answer-threshold` that best reproduces the oracle's stops on these rows: the
-    agent answers where P(answer) >= threshold or greedy decoding answers anyway. None when no
-    threshold beats greedy decoding alone. Ties go to the higher threshold (answering a bridge after
-    its first hop is fatal; going on costs a call)."""
+    agent answers where P(answer) >= threshold or greedy decoding answers anyway; `two_sided`
+    (`--hold-below`): exactly where P(answer) >= threshold. One-sided, None when no threshold beats
+    greedy decoding alone. Ties go to the higher threshold (answering a bridge after its first hop
+    is fatal; going on costs a call)."""
     def agreement(threshold: float | None) -> float:
-        return statistics.mean(((threshold is not None and r["p_answer"] >= threshold) or r["greedy_answers"])
-                               == r["oracle_answers"] for r in rows)
+        def answers(r):
+            above = threshold is not None and r["p_answer"] >= threshold
+            return above if two_sided and threshold is not None else above or r["greedy_answers"]
+        return statistics.mean(answers(r) == r["oracle_answers"] for r in rows)
 
-    candidates = [None] + sorted({r["p_answer"] for r in rows}, reverse=True)  # max keeps the first of ties
-    best = max(candidates, key=agreement)
-    return {"threshold": best, "agreement": round(agreement(best), 3), "greedy_agreement": round(agreement(None), 3),
-            "decisions": len(rows)}
+    candidates = ([] if two_sided else [None]) + sorted({r["p_answer"] for r in rows}, reverse=True)
+    best = max(candidates, key=agreement)  # max keeps the first of ties
+    return {"threshold": best, "two_sided": two_sided, "agreement": round(agreement(best), 3),
+            "greedy_agreement": round(agreement(None), 3), "decisions": len(rows)}
 
 
 def probe_parser(description: str) -> argparse.ArgumentParser:
@@ -162,7 +165,8 @@ def teacher_forcing_setup(args) -> tuple:
 def main(argv=None) -> None:
     parser = probe_parser("Teacher-forced stop decisions of a model on oracle trajectories.")
     parser.add_argument("--fit-threshold", action="store_true",
-                        help="fit agent.run's --answer-threshold on all the sets' decisions (use dev questions, never test)")
+                        help="fit agent.run's --answer-threshold on all the sets' decisions, alone (one-sided) and "
+                             "with --hold-below (two-sided); use dev questions, never test")
     args = parser.parse_args(argv)
     sets = {path: read_trajectories(path) for path in args.trajectories}
     model, tokenizer, tools = teacher_forcing_setup(args)
@@ -173,7 +177,8 @@ def main(argv=None) -> None:
             raise UserError(f"{path}: no decision after a tool output in these trajectories")
         report[path] = {"summary": {**summary(rows), "skipped_text_before_answer": skipped}, "rows": rows}
         print(json.dumps({"trajectories": path, **report[path]["summary"]}))
-    fitted = fit_threshold([r for entry in report.values() for r in entry["rows"]]) if args.fit_threshold else None
+    rows = [r for entry in report.values() for r in entry["rows"]]
+    fitted = {"one_sided": fit_threshold(rows), "two_sided": fit_threshold(rows, two_sided=True)} if args.fit_threshold else None
     if fitted:
         print(json.dumps({"fitted": fitted}))
     if args.out:

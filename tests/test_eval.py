@@ -472,9 +472,88 @@ def test_stop_threshold_fit_prefers_the_higher_of_tied_thresholds():
     assert fit_threshold(tied)["threshold"] == 0.30 and fit_threshold(tied)["agreement"] == 0.8
     # greedy decoding alone is best: no threshold
     greedy_best = [row(False, 0.9), row(True, 0.5, True), row(False, 0.1)]
-    assert fit_threshold(greedy_best) == {"threshold": None, "agreement": 1.0, "greedy_agreement": 1.0, "decisions": 3}
+    assert fit_threshold(greedy_best) == {"threshold": None, "two_sided": False, "agreement": 1.0,
+                                          "greedy_agreement": 1.0, "decisions": 3}
     # a tiny probability is kept as it is (rounding it to 0.0 would make agent.run refuse it)
     assert fit_threshold([row(True, 3e-5), row(False, 1e-6)])["threshold"] == 3e-5
+
+
+def test_two_sided_threshold_fit_ignores_greedy_answers_below_it():
+    from eval.stop_decisions import fit_threshold
+
+    def row(answers, p, greedy=False):
+        return {"oracle_answers": answers, "p_answer": p, "greedy_answers": greedy}
+
+    # greedy answers at the 0.20 go-on point: one-sided every threshold keeps that error, two-sided
+    # a threshold of 0.25 refuses it and reproduces every stop
+    rows = [row(True, 0.30), row(True, 0.25, True), row(False, 0.20, True), row(False, 0.05)]
+    assert fit_threshold(rows)["agreement"] == 0.75
+    fitted = fit_threshold(rows, two_sided=True)
+    assert fitted["threshold"] == 0.25 and fitted["agreement"] == 1.0 and fitted["two_sided"]
+    assert fitted["greedy_agreement"] == 0.5
+    # always a threshold, even where greedy decoding does as well (the rule is then the same)
+    assert fit_threshold([row(True, 0.9, True), row(False, 0.1)], two_sided=True)["threshold"] == 0.9
+
+
+def test_opening_ban_draws_the_turn_given_that_it_does_not_open_with_the_tag():
+    import math
+
+    import torch
+
+    from agent.backends import Hold, OpeningBan, branch_index
+
+    assert branch_index([44, 11247, 46], [44, 19324, 79, 4350, 46]) == 1  # SmolLM2: `<` `answer` `>` / `<` `tool` ...
+    assert branch_index([5, 6], [7, 8]) == 0
+    with pytest.raises(ValueError):
+        branch_index([44], [44, 19324])
+    tag, width = [44, 11247, 46], 3
+    hold = Hold([0.6, 0.9], greedy_answers=True)  # P(<) = 0.6, P(answer | <) = 0.9
+    ban = OpeningBan(tag, width, [hold, None, hold])
+    scores = torch.zeros(3, 20000)
+    opening = ban(torch.tensor([[1, 2, 3]] * 3), scores.clone())
+    # `<` keeps only the mass that does not lead to `answer`: 0.6 x 0.1
+    assert math.isclose(opening[0, 44].item(), math.log(0.1), rel_tol=1e-5) and opening[1, 44] == 0
+    assert (opening[0, :44] == 0).all() and (opening[2] == opening[0]).all()
+    after = ban(torch.tensor([[1, 2, 3, 44], [1, 2, 3, 44], [1, 2, 3, 9]]), scores.clone())
+    assert after[0, 11247] == float("-inf") and after[1, 11247] == 0  # held / not held
+    assert (after[2] == 0).all()  # held, but the turn opened with another token
+    later = ban(torch.tensor([[1, 2, 3, 44, 19324]] * 3), scores.clone())  # past the branch: nothing changes
+    assert (later == 0).all()
+
+
+def test_hold_below_keeps_a_turn_from_opening_with_the_answer_tag(tiny):
+    import torch
+
+    from agent.backends import Sampling, TransformersBackend, tag_probability
+    from agent.chat import prepare_tokenizer
+
+    model, tokenizer = tiny
+    tokenizer = prepare_tokenizer(tokenizer)
+    messages = _reading_messages()[:4]
+    backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens=4), reuse_cache=False)
+    tag = backend.answer_tag
+
+    def write_the_tag(module, args, kwargs, output):  # the next tag token after each tag token, else `<`
+        ids = kwargs.get("input_ids", args[0] if args else None)[:, -output.logits.shape[1]:]
+        target = torch.full_like(ids, tag[0])
+        for before, after in zip(tag, tag[1:]):
+            target[ids == before] = after
+        output.logits = output.logits.scatter_add(-1, target[..., None], torch.full_like(output.logits[..., :1], 10.0))
+        return output
+
+    boost = model.register_forward_hook(write_the_tag, with_kwargs=True)
+    try:  # the tiny model, pushed to write `<answer>` everywhere
+        ids = tokenizer(backend.render(messages, None), add_special_tokens=False).input_ids
+        p, greedy = tag_probability(model, ids, tag)
+        assert greedy and p < 1.0
+        assert backend.complete([messages], None)[0].text.startswith("<answer>")
+        backend.answer_threshold, backend.hold_below = 1.0, True  # p < 1: held
+        held = backend.complete([messages], None)[0]
+        assert not held.text.startswith("<answer>") and held.held and backend.held_answers == 1
+        backend.max_turns = 2  # the conversation holds one assistant turn: the next is the last, never held
+        assert backend.complete([messages], None)[0].text.startswith("<answer>") and backend.held_answers == 1
+    finally:
+        boost.remove()
 
 
 def test_answer_threshold_opens_the_turn_with_the_tag_after_tool_outputs_only(tiny):
