@@ -29,7 +29,7 @@ class Completion:
     prompt_tokens: int  # tokens in the context before this turn
     error: str | None = None  # set when the backend could not produce a turn (overflow, endpoint down)
     forced: bool = False  # opened with `<answer>` by the calibrated stop (answer_threshold), not by the model
-    held: bool = False  # the model opened with `<answer>` below the threshold and the two-sided stop turned it away
+    held: bool = False  # greedy would have opened with `<answer>` below the threshold; the two-sided stop refused it
 
 
 @dataclass
@@ -143,17 +143,17 @@ class TransformersBackend:
         pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
         batch = (self.turn_cache or TurnCache(None)).batch(rows, keys, pad)
         greedy = self.sampling.temperature <= 0
-        reuse = {generate_kwarg(): batch.cache} if batch.cache is not None else {}
+        extra = {generate_kwarg(): batch.cache} if batch.cache is not None else {}
         width = batch.input_ids.shape[1]
         if hold and any(hold):
-            reuse["logits_processor"] = OpeningBan(self.answer_tag, width, hold).as_list()
+            extra["logits_processor"] = OpeningBan(self.answer_tag, width, hold).as_list()
         with torch.no_grad():
             output = self.model.generate(
                 input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                 max_new_tokens=max_new_tokens, do_sample=not greedy,
                 temperature=None if greedy else self.sampling.temperature,
                 top_p=None if greedy else self.sampling.top_p, top_k=None, pad_token_id=pad, eos_token_id=eos,
-                return_dict_in_generate=True, **reuse)
+                return_dict_in_generate=True, **extra)
         generated = [_trim(tokens, pad, eos) for tokens in output.sequences[:, width:].tolist()]
         if self.turn_cache:
             cache = getattr(output, "cache", None) or getattr(output, "past_key_values", None)
