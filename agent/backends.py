@@ -12,6 +12,7 @@ which `agent.chat.parse_assistant` splits into content and tool calls.
 from __future__ import annotations
 
 import json
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -86,20 +87,17 @@ class TransformersBackend:
         model decides as usual, or with `hold_below` its turn is drawn from its distribution given
         that it does not open with the tag (a `Hold`). Fit the threshold on dev oracle contexts,
         never on test. Costs one more forward pass over the context per turn (no cache)."""
-        import torch
-
         if self.answer_threshold is None or conversation[-1].get("role") != "tool":
             return None
         if len(ids) + len(self.answer_tag) > self._prompt_limit(self.sampling.max_new_tokens):
             return None  # complete_ids reports the overflow
-        dists = continuation_distributions(self.model, ids, self.answer_tag)
-        steps = dists[torch.arange(len(self.answer_tag)), torch.tensor(self.answer_tag)].tolist()
-        if torch.tensor(steps).prod().item() >= self.answer_threshold:
+        steps, greedy = tag_steps(self.model, ids, self.answer_tag)
+        if math.prod(steps) >= self.answer_threshold:
             return "force"
         last_turn = self.max_turns is not None and sum(m["role"] == "assistant" for m in conversation) >= self.max_turns - 1
         if not self.hold_below or last_turn:
             return None
-        return Hold(steps[:self.tag_branch + 1], dists.argmax(-1).tolist() == self.answer_tag)
+        return Hold(steps[:self.tag_branch + 1], greedy)
 
     def _prompt_limit(self, max_new_tokens: int) -> int:
         """The longest prompt that leaves room for a whole turn in the context."""
@@ -193,8 +191,6 @@ class OpeningBan:
         self.holds = {row: hold for row, hold in enumerate(holds) if hold is not None}
 
     def __call__(self, input_ids, scores):
-        import math
-
         step = input_ids.shape[1] - self.width
         for row, hold in self.holds.items():
             if step >= len(hold.steps) or input_ids[row, self.width:].tolist() != self.tag[:step]:
@@ -220,13 +216,19 @@ def continuation_distributions(model, ids: list[int], continuation: list[int]):
     return logits.softmax(-1)
 
 
-def tag_probability(model, ids: list[int], tag: list[int]) -> tuple[float, bool]:
-    """(P(the next tokens after `ids` are `tag`), whether greedy decoding writes `tag` there): a tag
-    such as `<answer>` spans several tokens, and its first may be shared."""
+def tag_steps(model, ids: list[int], tag: list[int]) -> tuple[list[float], bool]:
+    """([P(tag[j] | ids + tag[:j]) for each j], whether greedy decoding writes `tag` after `ids`)."""
     import torch
 
     dists = continuation_distributions(model, ids, tag)
-    return dists[torch.arange(len(tag)), torch.tensor(tag)].prod().item(), dists.argmax(-1).tolist() == tag
+    return dists[torch.arange(len(tag)), torch.tensor(tag)].tolist(), dists.argmax(-1).tolist() == tag
+
+
+def tag_probability(model, ids: list[int], tag: list[int]) -> tuple[float, bool]:
+    """(P(the next tokens after `ids` are `tag`), whether greedy decoding writes `tag` there): a tag
+    such as `<answer>` spans several tokens, and its first may be shared."""
+    steps, greedy = tag_steps(model, ids, tag)
+    return math.prod(steps), greedy
 
 
 def _trim(generated: list[int], pad: int, eos: int) -> list[int]:

@@ -129,11 +129,14 @@ def fit_threshold(rows: list[dict], two_sided: bool = False) -> dict:
     (`--hold-below`): exactly where P(answer) >= threshold. One-sided, None when no threshold beats
     greedy decoding alone. Ties go to the higher threshold (answering a bridge after its first hop
     is fatal; going on costs a call)."""
+    def answers(r: dict, threshold: float | None) -> bool:
+        if threshold is None:
+            return r["greedy_answers"]
+        above = r["p_answer"] >= threshold
+        return above if two_sided else above or r["greedy_answers"]
+
     def agreement(threshold: float | None) -> float:
-        def answers(r):
-            above = threshold is not None and r["p_answer"] >= threshold
-            return above if two_sided and threshold is not None else above or r["greedy_answers"]
-        return statistics.mean(answers(r) == r["oracle_answers"] for r in rows)
+        return statistics.mean(answers(r, threshold) == r["oracle_answers"] for r in rows)
 
     candidates = ([] if two_sided else [None]) + sorted({r["p_answer"] for r in rows}, reverse=True)
     best = max(candidates, key=agreement)  # max keeps the first of ties
