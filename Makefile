@@ -1,5 +1,5 @@
 # The recipe, stage by stage. Each target is a thin call of one module; reruns skip finished work.
-#   make all      the whole chain on the default (CPU) recipe: setup datastore data sft rl eval tables
+#   make all      the whole chain on the default (CPU) recipe: setup datastore data sft (pass-rate) rl eval tables
 #   make test     the fast offline test suite (what CI runs)
 # Variables: CORPUS=[format:]path NAME=<datastore name>   (make datastore on a real corpus;
 #                                                          NAME defaults to the corpus folder's name)
@@ -58,15 +58,18 @@ endif
 sft: data
 	$(PY) -m sft.train --config recipes/$(MODEL)/sft.yaml
 
-# the SFT model's sampled pass rate on train_rl, for rl.yaml's pass_rate_file (optional; ~20 min on 2 cores)
+# the SFT model's sampled pass rate on train_rl: rl.yaml keeps the questions it sometimes solves (~14 min on 2 cores;
+# a rerun on the same checkpoint reuses the samples). make rl runs it first where the recipe reads its file.
+RL_NEEDS := $(if $(shell grep -s '^pass_rate_file: runs/' recipes/$(MODEL)/rl.yaml),pass-rate,setup)
+
 pass-rate: setup
 	$(PY) -m rl.pass_rate --model runs/$(MODEL)/sft/final --questions runs/data/world/questions/train_rl.jsonl \
-		--out runs/$(MODEL)/pass_rate --samples 4 --limit 96 --dtype fast
+		--out runs/$(MODEL)/pass_rate --samples 4 --limit 64 --dtype fast
 
-rl: setup
+rl: $(RL_NEEDS)
 	$(PY) -m rl.train --config recipes/$(MODEL)/rl.yaml
 
-rl-nolen: setup
+rl-nolen: $(RL_NEEDS)
 	$(PY) -m rl.train --config recipes/$(MODEL)/rl_nolen.yaml
 
 # every stage that exists (base, sft, rl, rl_nolen) and the baselines on the recipe's benchmarks

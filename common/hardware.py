@@ -18,6 +18,7 @@ that Intel CPU: 16 SFT episodes in 84 and 80 s against 103 and 109 s in fp32 (al
 - `dtype: fast` (agent.run, eval, pass-rate) loads bfloat16 weights where the CPU has bf16 units;
 - `cpu_bf16: auto` (sft/rl recipes) keeps `bf16: true` where the probe finds bf16 faster and trains
   in fp32 elsewhere, saying why; `cpu_bf16: always` keeps bf16 regardless.
+Timing needs the machine to itself: `CpuShare` records how much of the CPU a training stage got.
 """
 from __future__ import annotations
 
@@ -159,3 +160,52 @@ def fp32_instead_of_bf16(training_args, policy: str) -> bool:
             print("(ACCELERATE_MIXED_PRECISION=bf16 is unset for this run)")
         return True
     return False
+
+
+SHARED_CPU_BELOW = 0.6  # alone on 2 cores: 0.93 for RL, 0.94 for the pass-rate sampler (stop 27)
+
+
+def process_cpu_seconds() -> float:
+    """User + system CPU time of this process, all its threads."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class CpuShare:
+    """The share of torch's compute threads' time a stage actually got while it ran.
+
+    Two torch jobs on 2 cores made both several times slower (stop 26: RL at up to 368 s per step
+    beside a probe, ~90-146 s alone in other stops), and nothing in the stage's own log said so.
+    Stage summaries carry this share, so a reported time can be checked: 0.93 for RL alone on 2
+    cores (stop 27), about half or less when another job shares them. A model too small for many
+    cores also scores low, so the warning says what it may mean, not what happened. A stage whose
+    work runs on a GPU is not warned about: its CPU mostly waits.
+    """
+
+    def __init__(self):
+        import torch
+
+        self.threads = torch.get_num_threads()  # read before the clocks start: a first torch import costs CPU time
+        self.cpu_start = process_cpu_seconds()
+        self.wall_start = time.perf_counter()
+
+    def share(self) -> float:
+        wall = time.perf_counter() - self.wall_start
+        return round((process_cpu_seconds() - self.cpu_start) / max(wall * self.threads, 1e-9), 3)
+
+    def report(self, on_cpu: bool) -> float:
+        """The share so far, printing a warning when a CPU stage got too little of the CPU."""
+        share = self.share()
+        warning = shared_cpu_warning(share) if on_cpu else None
+        if warning:
+            print(f"warning: {warning}")
+        return share
+
+
+def shared_cpu_warning(share: float) -> str | None:
+    if share >= SHARED_CPU_BELOW:
+        return None
+    return (f"this run got {share:.0%} of its CPU threads' time (alone on 2 cores: ~93%): if another job "
+            "shared the machine, its wall time is not the recipe's (run stages one at a time to time them)")

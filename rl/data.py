@@ -18,8 +18,8 @@ def pass_rates(path: str) -> dict[str, float]:
     from eval.metrics import best_em
 
     if not Path(path).is_file():
-        raise UserError(f"pass_rate_file {path} does not exist; run `python -m rl.pass_rate --model <sft> "
-                        f"--questions <train_rl.jsonl> --out <dir>` first (its <dir>/predictions.jsonl), or drop pass_rate_file")
+        raise UserError(f"pass_rate_file {path} does not exist; run `make pass-rate` first (python -m rl.pass_rate "
+                        f"--model <sft> --questions <train_rl.jsonl> --out <dir>: <dir>/predictions.jsonl), or drop pass_rate_file")
     scores = defaultdict(list)
     for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
@@ -31,6 +31,23 @@ def pass_rates(path: str) -> dict[str, float]:
         except (json.JSONDecodeError, KeyError, TypeError):
             raise UserError(f"{path}, line {lineno}: expected an agent.run prediction record with id and prediction") from None
     return {qid: sum(v) / len(v) for qid, v in scores.items()}
+
+
+def check_pass_rates_model(path: str, model_path: str) -> None:
+    """Pass rates measured on another checkpoint pick the wrong questions: stop before training on them.
+
+    rl.pass_rate records the checkpoint's digest in pass_rates.json beside predictions.jsonl; a
+    pass_rate_file without one (made by hand or by an older version) is not checked."""
+    from agent.models import checkpoint_digest
+
+    summary = Path(path).parent / "pass_rates.json"
+    try:
+        measured = json.loads(summary.read_text()).get("model_digest") if summary.is_file() else None
+    except (json.JSONDecodeError, AttributeError):
+        raise UserError(f"{summary} is not rl.pass_rate's summary; rerun `make pass-rate`") from None
+    if measured and measured != checkpoint_digest(model_path):
+        raise UserError(f"pass_rate_file {path} was measured on another checkpoint than {model_path}; "
+                        f"rerun `make pass-rate` (python -m rl.pass_rate --model {model_path} ...)")
 
 
 def load_questions(script) -> tuple[list[dict], dict]:

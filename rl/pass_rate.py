@@ -1,14 +1,15 @@
 """The SFT model's pass rate on the RL questions: N sampled episodes per question, for rl.yaml's pass_rate_file.
 
     python -m rl.pass_rate --model runs/smollm2-135m/sft/final \
-        --questions runs/data/world/questions/train_rl.jsonl --out runs/smollm2-135m/pass_rate --samples 4 --limit 96
+        --questions runs/data/world/questions/train_rl.jsonl --out runs/smollm2-135m/pass_rate --samples 4 --limit 64
 
 GRPO learns nothing from a group whose rollouts all earn the same reward: a question the policy
 never solves (or always solves) gives zero advantages. Sampling the SFT model a few times per
-question under RL's own rollout limits (temperature 1, short turns, few tool rounds) says which
+question under RL's own rollout limits (temperature 1, 96-token turns, 8 tool rounds) says which
 questions sit in between; rl.train keeps those with `pass_rate_file`, `min_pass_rate`,
 `max_pass_rate`. Each sample is an `agent.run` folder (out/sample_<i>/, resumable, seeded);
-out/predictions.jsonl holds every sample's records and out/pass_rates.json the histogram.
+out/predictions.jsonl holds every sample's records and out/pass_rates.json the histogram and the
+checkpoint's digest (rl.train refuses rates measured on another checkpoint).
 """
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ from common.io import atomic_write_json, atomic_write_text, config_hash, file_sh
 
 from agent.tools import DEFAULT_K
 
+# 2 since stop 27: sample i is drawn with seed + i (before, agent.run's own default seed made every
+# sample the same episodes), so samples of version 1 are drawn again rather than reused
+SAMPLER_VERSION = 2
+
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description="Sampled pass rate per question, for RL question selection.")
@@ -35,7 +40,8 @@ def parse_args(argv=None):
     parser.add_argument("--k", type=int, default=DEFAULT_K)
     parser.add_argument("--temperature", type=float, default=1.0, help="RL's rollout temperature")
     parser.add_argument("--max-new-tokens", type=int, default=96, help="RL's max_turn_tokens")
-    parser.add_argument("--max-turns", type=int, default=5, help="RL's tool rounds + 1 to answer")
+    parser.add_argument("--max-turns", type=int, default=9,
+                        help="RL's tool rounds (max_tool_calling_iterations 8) + 1 to answer")
     parser.add_argument("--dtype", default="fast", help="fast: bfloat16 where the CPU has bf16 units, else float32")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
@@ -46,7 +52,8 @@ def sample_argv(args, index: int) -> list[str]:
     argv = ["--model", args.model, "--questions", args.questions, "--datastore", args.datastore,
             "--out", str(Path(args.out) / f"sample_{index}"), "--k", str(args.k),
             "--temperature", str(args.temperature), "--max-new-tokens", str(args.max_new_tokens),
-            "--max-turns", str(args.max_turns), "--dtype", args.dtype, "--batch-size", str(args.batch_size)]
+            "--max-turns", str(args.max_turns), "--dtype", args.dtype, "--batch-size", str(args.batch_size),
+            "--seed", str(args.seed + index)]  # agent.run seeds itself: one seed would draw one episode N times
     return argv + (["--limit", str(args.limit)] if args.limit else [])
 
 
@@ -62,17 +69,22 @@ def histogram(records: list[dict], samples: int) -> dict:
             "mixed": mixed, "mean_pass_rate": sum(solved.values()) / max(1, len(solved) * samples)}
 
 
-def start_or_resume(args) -> None:
-    """Samples of another checkpoint, question file or setting are removed, not mixed in."""
+def start_or_resume(args) -> str:
+    """Samples of another checkpoint, question file or setting are removed, not mixed in; returns the
+    checkpoint's digest."""
     from agent.models import checkpoint_digest
     from agent.run import read_questions
     from common.hardware import fast_dtype
 
+    from rl.train import resolve_start
+
     read_questions(args.questions)  # a missing or malformed file: one clear line, before anything is written
+    resolve_start(args.model)  # likewise a missing SFT checkpoint (the fix: make sft)
     out = Path(args.out)
     settings = {**vars(args), "model": checkpoint_digest(args.model), "questions": file_sha256(Path(args.questions)),
                 "dtype": fast_dtype() if args.dtype == "fast" else args.dtype,
-                "samples": None, "out": None}  # more samples of the same setup extend the run
+                "samples": None, "out": None,  # more samples of the same setup extend the run
+                "sampler": SAMPLER_VERSION}
     wanted = config_hash(settings)
     stamp = out / "fingerprint.txt"
     if stamp.exists() and stamp.read_text().strip() != wanted:
@@ -80,25 +92,23 @@ def start_or_resume(args) -> None:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(stamp, wanted + "\n")
+    return settings["model"]
 
 
 def main(argv=None) -> None:
-    import torch
-
     from agent import run as agent_run
 
     args = parse_args(argv)
-    start_or_resume(args)
+    digest = start_or_resume(args)
     records = []
     for index in range(args.samples):
-        torch.manual_seed(args.seed + index)  # each sample differs, and a rerun draws the same ones
         print(f"sample {index + 1}/{args.samples}")
         agent_run.run(agent_run.parse_args(sample_argv(args, index)))
         records += list(agent_run.read_done(Path(args.out) / f"sample_{index}" / "predictions.jsonl").values())
     agent_run.score(records)  # adds em per record
     atomic_write_text(Path(args.out) / "predictions.jsonl",
                       "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-    summary = histogram(records, args.samples)
+    summary = {**histogram(records, args.samples), "model": args.model, "model_digest": digest}
     atomic_write_json(Path(args.out) / "pass_rates.json", summary)
     print(f"{summary['questions']} questions by correct samples of {args.samples}: {summary['by_correct_samples']}; "
           f"mixed (GRPO has a signal): {summary['mixed']}  -> {args.out}/predictions.jsonl")

@@ -23,9 +23,10 @@ from pathlib import Path
 
 from agent.tools import DEFAULT_K
 from common.errors import UserError, cli_main
+from common.hardware import CpuShare, on_gpu
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_training_recipe
-from rl.data import load_questions, make_dataset, make_retriever
+from rl.data import check_pass_rates_model, load_questions, make_dataset, make_retriever
 
 DEFAULT_MODEL = "runs/smollm2-135m/sft/final"
 SFT_HINT = "train it with `make sft` (python -m sft.train --config recipes/<model>/sft.yaml) or set model_name_or_path"
@@ -155,6 +156,7 @@ def fingerprints(script, training_args, model_path: str) -> tuple[str, str]:
     questions = Path(script.questions)
     settings = {"script": script_settings(script), "model": model_path, "weights": checkpoint_digest(model_path),
                 "questions": file_sha256(questions) if questions.is_file() else None,
+                **({"pass_rates": file_sha256(Path(script.pass_rate_file))} if script.pass_rate_file else {}),
                 "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(("logging", "output_dir"))}}
     return run_fingerprints(settings, "grpo")
 
@@ -171,6 +173,8 @@ def main(argv=None) -> None:
                                                        "overlong_buffer", "tool_call_cost", "max_tool_calls")}
     rewards = build_rewards(script.reward_funcs, training_args.reward_weights, **settings)
     model_path = resolve_start(model_args.model_name_or_path)
+    if script.pass_rate_file:
+        check_pass_rates_model(script.pass_rate_file, model_path)
     questions, stats = load_questions(script)
     retriever = make_retriever(script)
     configure(training_args, script)
@@ -189,9 +193,11 @@ def main(argv=None) -> None:
     if last:
         print(f"resuming from {last}")
     start_step = int(Path(last).name.split("-")[-1]) if last else 0
+    cpu = CpuShare()
     start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=last)
     seconds = time.perf_counter() - start
+    cpu_share = cpu.report(on_cpu=training_args.use_cpu or not on_gpu())
     steps_now = max(trainer.state.global_step - start_step, 1)
     card = {"name": out.name, "start": model_args.model_name_or_path or DEFAULT_MODEL, "questions": script.questions,
             "used": stats["used"], "rewards": ", ".join(script.reward_funcs),
@@ -204,7 +210,7 @@ def main(argv=None) -> None:
     save_final(trainer, model_path, out / "final", card)
     atomic_write_json(out / "train_summary.json", {
         "fingerprint": digest, "stats": stats, "start": model_path, "global_step": trainer.state.global_step, "resumed_from": last,
-        "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1),
+        "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1), "cpu_share": cpu_share,
         "seconds_per_step": round(seconds / steps_now, 2), "health_warnings": health.warnings,
         "log_history": [row for row in trainer.state.log_history if "reward" in row],
         "args": asdict(script)})

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common.errors import UserError, cli_main
+from common.hardware import CpuShare, on_gpu
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_training_recipe
 
@@ -277,9 +278,11 @@ def main(argv=None) -> None:
     last = resumable_checkpoint(out, identity)
     if last:
         print(f"resuming from {last}")
+    cpu = CpuShare()
     start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=last)
     seconds = time.perf_counter() - start
+    cpu_share = cpu.report(on_cpu=training_args.use_cpu or not on_gpu())
     final = out / "final"
     batch = training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * training_args.world_size
     seen = trainer.state.global_step * batch
@@ -293,7 +296,7 @@ def main(argv=None) -> None:
     save_final(trainer, model_args.model_name_or_path, final, card)
     plot_loss(trainer.state.log_history, out / "loss.png")
     atomic_write_json(out / "train_summary.json", {
-        "fingerprint": digest, "stats": stats, "trajectories_seen": seen, "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1),
+        "fingerprint": digest, "stats": stats, "trajectories_seen": seen, "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1), "cpu_share": cpu_share,
         "global_step": trainer.state.global_step, "resumed_from": last,
         "loss_history": [row for row in trainer.state.log_history if "loss" in row],
         "args": {k: v for k, v in asdict(script).items()}})

@@ -94,3 +94,14 @@ def test_rl_recipe_policy_and_a_bad_policy(cpu):
     assert not args.bf16 and args.mixed_precision == "no"
     with pytest.raises(UserError, match="cpu_bf16: 'sometimes' is not one of auto, always"):
         parse_training_recipe(types, ["--config", "recipes/tiny/rl.yaml", "--cpu_bf16", "sometimes"])
+
+
+def test_cpu_share_warns_only_when_a_cpu_stage_was_starved(capsys):
+    import time
+
+    idle = hardware.CpuShare()
+    time.sleep(0.3)  # a stage that got (almost) no CPU time, as when another job holds the cores
+    share = idle.report(on_cpu=True)
+    assert share < 0.2 and "if another job shared the machine" in capsys.readouterr().out
+    assert idle.report(on_cpu=False) < 0.2 and capsys.readouterr().out == ""  # a GPU stage's CPU mostly waits
+    assert hardware.shared_cpu_warning(hardware.SHARED_CPU_BELOW) is None

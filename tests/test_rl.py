@@ -343,8 +343,24 @@ def test_pass_rate_samples_resume_and_feed_the_filter(store, tmp_path, tiny):
     assert all(len((out / f"sample_{i}" / "predictions.jsonl").read_text().splitlines()) == 2 for i in range(2))
     assert json.loads((out / "pass_rates.json").read_text())["by_correct_samples"] == {"0": 2, "1": 0, "2": 0}
     assert pass_rates(str(out / "predictions.jsonl")) == {"q0": 0.0, "q1": 0.0}
+    # each sample draws its own episodes (one seed for all made every question 0 or 4 of 4)
+    runs = [json.loads((out / f"sample_{i}" / "metrics.json").read_text())["run"] for i in range(2)]
+    assert [run["seed"] for run in runs] == [0, 1] and all(run["temperature"] == 1.0 for run in runs)
+    turns = [[r["messages"] for r in map(json.loads, (out / f"sample_{i}" / "predictions.jsonl").read_text().splitlines())]
+             for i in range(2)]
+    assert turns[0] != turns[1]
+    # the rates name the checkpoint they measured: RL from another one stops with the fix
+    from rl.data import check_pass_rates_model
+    check_pass_rates_model(str(out / "predictions.jsonl"), "tiny")
+    summary = json.loads((out / "pass_rates.json").read_text())
+    (out / "pass_rates.json").write_text(json.dumps({**summary, "model_digest": "another checkpoint"}))
+    with pytest.raises(UserError, match="measured on another checkpoint.*make pass-rate"):
+        check_pass_rates_model(str(out / "predictions.jsonl"), "tiny")
     with pytest.raises(UserError, match="question file .* does not exist"):
         main(["--model", "tiny", "--questions", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "none")])
+    assert not (tmp_path / "none").exists()
+    with pytest.raises(UserError, match="starting checkpoint runs/nothing/final does not exist; train it with `make sft`"):
+        main(["--model", "runs/nothing/final", "--questions", str(questions), "--out", str(tmp_path / "none")])
     assert not (tmp_path / "none").exists()
     main(argv[:-4] + ["--max-new-tokens", "5", "--max-turns", "1"])  # another setting: old samples go
     assert len((out / "sample_0" / "predictions.jsonl").read_text().splitlines()) == 2
@@ -369,3 +385,36 @@ def test_recipes_parse_and_the_ablation_differs_only_in_the_penalty():
     assert nolen["reward_funcs"] == ["em"] and nolen["output_dir"] != main["output_dir"]
     differing = {key for key in main.keys() | nolen.keys() if main.get(key) != nolen.get(key)}
     assert differing == {"reward_funcs", "reward_weights", "output_dir"}
+
+
+def test_the_pass_rate_stage_samples_as_rl_rolls_out():
+    """make pass-rate must measure the default recipe's questions under the recipe's own rollout limits,
+    and write the file the recipe reads."""
+    from rl.pass_rate import parse_args
+
+    recipe = yaml.safe_load(Path("recipes/smollm2-135m/rl.yaml").read_text())
+    makefile = Path("Makefile").read_text()
+    command = makefile[makefile.index("pass-rate: setup"):].split("\n\n")[0].replace("\\\n", " ")
+    argv = command.split("rl.pass_rate", 1)[1].replace("$(MODEL)", "smollm2-135m").split()
+    args = parse_args(argv)
+    assert args.model == recipe["model_name_or_path"] and args.questions == recipe["questions"]
+    assert str(Path(args.out) / "predictions.jsonl") == recipe["pass_rate_file"]
+    assert args.max_new_tokens == recipe["max_turn_tokens"] and args.k == recipe["k"]
+    assert args.max_turns == recipe["max_tool_calling_iterations"] + 1 and args.temperature == recipe["temperature"]
+
+
+def test_rl_refuses_pass_rates_of_another_checkpoint(tmp_path, runs):
+    from rl.train import main
+
+    rates = tmp_path / "rates"
+    rates.mkdir()
+    (rates / "predictions.jsonl").write_text(json.dumps({"id": "q0", "prediction": "x", "answers": ["x"]}) + "\n")
+    (rates / "pass_rates.json").write_text(json.dumps({"model": "other", "model_digest": "0123456789abcdef"}))
+    args = ["--config", "recipes/tiny/rl.yaml", "--questions", str(write_questions(tmp_path / "q.jsonl")),
+            "--output_dir", str(tmp_path / "rl"), "--pass_rate_file", str(rates / "predictions.jsonl")]
+    with pytest.raises(UserError, match="measured on another checkpoint than .*rerun `make pass-rate`"):
+        main(args)
+    assert not (tmp_path / "rl").exists()
+    (rates / "pass_rates.json").write_text("[]")  # not a summary at all: one line too
+    with pytest.raises(UserError, match="is not rl.pass_rate's summary"):
+        main(args)
