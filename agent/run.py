@@ -120,6 +120,28 @@ def turn_cache_share(backend) -> float | None:
     return round(cache.reused_tokens / cache.prompt_tokens, 3) if cache and cache.prompt_tokens else None
 
 
+# what decides an episode: a folder resumed with another of these would mix two setups in one result
+EPISODE_SETTINGS = ("model", "backend", "base_url", "datastore", "retrieval_url", "method", "k", "closed_book", "rag",
+                    "dtype", "max_turns", "max_tool_calls", "max_new_tokens", "max_context_tokens", "temperature",
+                    "top_p", "seed", "answer_threshold", "hold_below")
+
+
+def check_same_settings(out: Path, args, done: dict) -> None:
+    """Refuse to add episodes to a folder whose episodes were run otherwise (out/settings.json).
+
+    A folder from before settings.json is not checked beyond its records' stop settings."""
+    wanted = {key: getattr(args, key) for key in EPISODE_SETTINGS}
+    if not args.temperature:  # greedy: the sampling seed and top-p change nothing
+        wanted.update(seed=None, top_p=None)
+    path = out / "settings.json"
+    stored = json.loads(path.read_text()) if path.exists() else None
+    changed = [key for key in EPISODE_SETTINGS if stored is not None and stored.get(key) != wanted[key]]
+    if done and changed:
+        flags = ", ".join("--" + key.replace("_", "-") for key in changed)
+        raise UserError(f"{out / 'predictions.jsonl'} holds episodes run with another {flags}; use a new --out folder")
+    atomic_write_json(path, wanted)
+
+
 def run(args) -> dict:
     questions = read_questions(args.questions, args.limit, args.where)  # before anything is created on disk
     out = Path(args.out)
@@ -129,6 +151,7 @@ def run(args) -> dict:
     stale = set(done) - {q["id"] for q in questions}
     if stale:
         raise UserError(f"{predictions} holds {len(stale)} questions not in {args.questions}; use a new --out folder")
+    check_same_settings(out, args, done)
     if any((r.get("answer_threshold"), r.get("hold_below", False)) != (args.answer_threshold, args.hold_below)
            for r in done.values()):
         raise UserError(f"{predictions} holds episodes run with another --answer-threshold or --hold-below (or none "

@@ -203,6 +203,10 @@ def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
     assert metrics["run"]["forced_answers"] == 0 and all(json.loads(line)["answer_threshold"] is None for line in lines)
     with pytest.raises(UserError, match="another --answer-threshold"):  # never mixed into one set of predictions
         main(args + ["--answer-threshold", "0.2"])
+    with pytest.raises(UserError, match="another --max-new-tokens, --temperature, --top-p, --seed; use a new --out folder"):
+        main(args + ["--max-new-tokens", "5", "--temperature", "1", "--seed", "3"])
+    main(args + ["--seed", "3"])  # greedy: the seed changes nothing, so the folder is reused
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 3
     for bad in (["--answer-threshold", "0"], ["--answer-threshold", "0.2", "--closed-book"]):
         with pytest.raises(SystemExit):
             main(args + bad)
