@@ -129,13 +129,15 @@ EPISODE_SETTINGS = ("model", "backend", "base_url", "datastore", "retrieval_url"
 def check_same_settings(out: Path, args, done: dict) -> None:
     """Refuse to add episodes to a folder whose episodes were run otherwise (out/settings.json).
 
-    A folder from before settings.json is not checked beyond its records' stop settings."""
+    A folder from before settings.json is checked on what its records name: the stop settings."""
     wanted = {key: getattr(args, key) for key in EPISODE_SETTINGS}
     if not args.temperature:  # greedy: the sampling seed and top-p change nothing
         wanted.update(seed=None, top_p=None)
     path = out / "settings.json"
-    stored = json.loads(path.read_text()) if path.exists() else None
-    changed = [key for key in EPISODE_SETTINGS if stored is not None and stored.get(key) != wanted[key]]
+    stored = ([json.loads(path.read_text())] if path.exists() else
+              [{"answer_threshold": r.get("answer_threshold"), "hold_below": r.get("hold_below", False)}
+               for r in done.values()])
+    changed = [key for key in EPISODE_SETTINGS if any(key in s and s[key] != wanted[key] for s in stored)]
     if done and changed:
         flags = ", ".join("--" + key.replace("_", "-") for key in changed)
         raise UserError(f"{out / 'predictions.jsonl'} holds episodes run with another {flags}; use a new --out folder")
@@ -152,10 +154,6 @@ def run(args) -> dict:
     if stale:
         raise UserError(f"{predictions} holds {len(stale)} questions not in {args.questions}; use a new --out folder")
     check_same_settings(out, args, done)
-    if any((r.get("answer_threshold"), r.get("hold_below", False)) != (args.answer_threshold, args.hold_below)
-           for r in done.values()):
-        raise UserError(f"{predictions} holds episodes run with another --answer-threshold or --hold-below (or none "
-                        "recorded); use a new --out folder")
     todo = [q for q in questions if q["id"] not in done]
     print(f"{len(questions)} questions: {len(done)} already done, {len(todo)} to run")
     started, backend = time.perf_counter(), None
