@@ -7,6 +7,7 @@
 #            DATASET=world | hotpotqa_dev500 | hotpotqa_train100 | bamboogle | nq_sample   (make data)
 #            MODEL=smollm2-135m QUESTIONS=<jsonl> OUT=<folder>   (make agent-run)
 #            CKPT=runs/smollm2-135m/sft/final              (make diagnose: any checkpoint folder)
+#            RL_SEED=1                                     (make rl / rl-nolen / eval: another RL seed, pooled by make tables)
 #            REALDATA_DIR=../shared/realdata               (real QA samples for tests and benchmarks)
 
 PYTHON ?= python3
@@ -66,21 +67,26 @@ pass-rate: setup
 	$(PY) -m rl.pass_rate --model runs/$(MODEL)/sft/final --questions runs/data/world/questions/train_rl.jsonl \
 		--out runs/$(MODEL)/pass_rate --samples 4 --limit 64 --dtype fast
 
+# RL_SEED=1: another RL seed from the same SFT checkpoint and questions, in runs/$(MODEL)-rlseed1/ (make rl,
+# rl-nolen and eval take it); make tables pools every evaluated seed with the default run
+RL_RUN := $(MODEL)$(if $(RL_SEED),-rlseed$(RL_SEED))
 rl: $(RL_NEEDS)
-	$(PY) -m rl.train --config recipes/$(MODEL)/rl.yaml
+	$(PY) -m rl.train --config recipes/$(MODEL)/rl.yaml $(if $(RL_SEED),--seed $(RL_SEED) --output_dir runs/$(RL_RUN)/rl)
 
 rl-nolen: $(RL_NEEDS)
-	$(PY) -m rl.train --config recipes/$(MODEL)/rl_nolen.yaml
+	$(PY) -m rl.train --config recipes/$(MODEL)/rl_nolen.yaml $(if $(RL_SEED),--seed $(RL_SEED) --output_dir runs/$(RL_RUN)/rl_nolen)
 
 # every stage that exists (base, sft, rl, rl_nolen) and the baselines on the recipe's benchmarks
 # (HotpotQA's datastore is BM25 only here: embedding its 11.8K passages would add ~4.5 min on 2 cores)
 eval: data
 	$(PY) -m data.realsets --dataset hotpotqa_dev500 --retrievers bm25
-	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml
+	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_nolen --baselines "")
 
-# markdown / CSV / LaTeX tables and plots in runs/tables/ from every result under runs/
+# markdown / CSV / LaTeX tables and plots in runs/tables/ from every result under runs/, with the RL seeds
+# evaluated beside the default run (make rl eval RL_SEED=1) pooled
+SEED_RUNS := $(if $(wildcard runs/$(MODEL)/rl/eval),$(patsubst runs/%/rl/eval,%,$(wildcard runs/$(MODEL)-rlseed*/rl/eval)))
 tables: setup
-	$(PY) -m eval.tables --readme README.md
+	$(PY) -m eval.tables --readme README.md $(if $(SEED_RUNS),--pool $(MODEL) $(SEED_RUNS))
 
 # where a checkpoint fails, on dev oracle searches (never test): when to stop, whether its first
 # token depends on what the search needs, reading a finished search, the next call of an unfinished

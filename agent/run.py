@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from common.errors import UserError, cli_main
+from common.hardware import CpuShare, on_gpu
 from common.io import atomic_write_json, iter_jsonl
 
 from agent.backends import OpenAIBackend, Sampling, TransformersBackend, VLLMBackend
@@ -156,9 +157,11 @@ def run(args) -> dict:
     check_same_settings(out, args, done)
     todo = [q for q in questions if q["id"] not in done]
     print(f"{len(questions)} questions: {len(done)} already done, {len(todo)} to run")
-    started, backend = time.perf_counter(), None
+    started, backend, cpu = time.perf_counter(), None, None
     if todo:
         import transformers
+
+        cpu = CpuShare()  # in metrics.json: a time measured beside another job says so
 
         transformers.set_seed(args.seed)  # sampled runs (--temperature > 0) repeat on the same machine
         backend, retriever = make_backend(args), make_retriever(args)
@@ -180,6 +183,7 @@ def run(args) -> dict:
                       "closed_book": args.closed_book, "rag": args.rag, "k": args.k, "max_turns": args.max_turns,
                       "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
                       "seconds_this_run": round(time.perf_counter() - started, 1), "n_run_now": len(todo),
+                      "cpu_share": cpu.report(on_cpu=args.backend == "transformers" and not on_gpu()) if cpu else None,
                       "prompt_tokens_from_turn_cache": turn_cache_share(backend),
                       "answer_threshold": args.answer_threshold, "hold_below": args.hold_below,
                       "forced_answers": sum(bool(r.get("forced_answer")) for r in records),

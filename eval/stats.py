@@ -28,18 +28,22 @@ def paired_bootstrap(a, b, statistic, n_boot: int = 2000, level: float = 0.95, s
     """statistic(a, b) and its percentile interval, resampling question indices (the same for a and b).
 
     For two stages run on the same questions this is far tighter than comparing their separate
-    intervals: a question both get right (or both miss) adds no noise to the difference. Resamples
-    where the statistic is not finite are left out; if they are half or more, the interval is nan.
+    intervals: a question both get right (or both miss) adds no noise to the difference. Two-dimensional
+    a and b (questions x seeds) resample whole rows: a question's seeds move together, since seeds
+    run on the same questions are not independent samples. Resamples where the statistic is not
+    finite are left out; if they are half or more, the interval is nan.
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.size == 0:
-        raise ValueError(f"paired_bootstrap needs two non-empty lists of one length, not {a.size} and {b.size}")
+    if a.shape != b.shape or a.size == 0 or a.ndim > 2:
+        raise ValueError(f"paired_bootstrap needs two non-empty lists (or questions x seeds tables) of one shape, "
+                         f"not {a.shape} and {b.shape}")
+    a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
     rng = np.random.default_rng(seed)
-    index = rng.integers(0, a.size, size=(n_boot, a.size))
-    samples = statistic(a[index], b[index])
+    index = rng.integers(0, len(a), size=(n_boot, len(a)))
+    samples = statistic(a[index].reshape(n_boot, -1), b[index].reshape(n_boot, -1))
     samples = samples[np.isfinite(samples)]  # e.g. a ratio over a resample whose baseline mean is 0
     alpha = (1 - level) / 2
-    point = float(statistic(a[None], b[None])[0])
+    point = float(statistic(a.reshape(1, -1), b.reshape(1, -1))[0])
     if samples.size < n_boot / 2:
         return point, (float("nan"), float("nan"))
     return point, (float(np.quantile(samples, alpha)), float(np.quantile(samples, 1 - alpha)))

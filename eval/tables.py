@@ -6,7 +6,10 @@
                 plus tool calls and policy tokens per episode over all benchmarks of the row;
 2. ablation.*   the RL run with and without the length penalty (SFT beside them);
 3. paired.*     RL against SFT and the length penalty against none, on the same questions: the
-                differences in EM and policy tokens with paired bootstrap intervals (issue 5's goals);
+                differences in EM and policy tokens with paired bootstrap intervals (issue 5's goals).
+                RL is paired with the SFT checkpoint it started from (its train_summary.json), so a
+                run with another RL seed or data needs no SFT evaluation of its own; `--pool RUN RUN`
+                adds rows pooled over runs that differ only in the RL seed;
 4. by_hops.*, by_type.*, by_pool_hops.*  EM per group, per run, stage and benchmark;
 5. retrieval.*  recall@k per retriever, from the datastore benchmark (make bench-retrieval);
 6. timing.*     the wall time of each stage, from the stages' own logs.
@@ -21,6 +24,8 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from common.errors import UserError, cli_main
 from common.io import atomic_write_text
@@ -117,57 +122,108 @@ COMPARISONS = [("rl", "sft", "SFT+RL vs SFT"), ("rl", "rl_nolen", "length penalt
 POOLS = {"heldout + ood": ("world_test_heldout", "world_test_ood")}
 
 
-def paired_records(new: dict[str, Result], old: dict[str, Result], benchmarks) -> tuple[list[dict], list[dict]]:
-    """The two stages' records for the questions both answered, in the same order (matched by id)."""
-    pairs = []
+def paired_by_question(new: dict[str, Result], old: dict[str, Result], benchmarks) -> dict[tuple, tuple[dict, dict]]:
+    """(benchmark, id) -> (new record, old record) for the questions both stages answered."""
+    pairs = {}
     for benchmark in benchmarks:
         after, before = ({r["id"]: r for r in stage[benchmark].records} for stage in (new, old))
         if len(after) != len(new[benchmark].records) or len(before) != len(old[benchmark].records):
             raise UserError(f"{benchmark}: a question id occurs twice in one stage's predictions; rerun `make eval`")
-        pairs += [(r, before[i]) for i, r in after.items() if i in before]
+        pairs.update({(benchmark, i): (r, before[i]) for i, r in after.items() if i in before})
+    return pairs
+
+
+def paired_records(new: dict[str, Result], old: dict[str, Result], benchmarks) -> tuple[list[dict], list[dict]]:
+    """The two stages' records for the questions both answered, in the same order (matched by id)."""
+    pairs = list(paired_by_question(new, old, benchmarks).values())
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
-def paired_row(run: str, label: str, group: str, new: list[dict], old: list[dict]) -> list[str]:
-    from statistics import fmean as mean
-
+def paired_row(run: str, label: str, group: str, new: list[list[dict]], old: list[list[dict]]) -> list[str]:
+    """One row from records per question and seed (new[q][s] pairs with old[q][s]); one seed: one column."""
     from eval.stats import mean_difference, paired_bootstrap, relative_change
 
-    new_em, old_em = [r["em"] for r in new], [r["em"] for r in old]
-    new_tokens, old_tokens = [r["tokens_generated"] for r in new], [r["tokens_generated"] for r in old]
-    new_calls, old_calls = [int(r.get("tool_calls") or 0) for r in new], [int(r.get("tool_calls") or 0) for r in old]
+    def table(records, key):
+        return np.array([[float(r.get(key) or 0) for r in seeds] for seeds in records])
+
+    (new_em, old_em), (new_tokens, old_tokens), (new_calls, old_calls) = (
+        (table(new, key), table(old, key)) for key in ("em", "tokens_generated", "tool_calls"))
     delta, (low, high) = paired_bootstrap(new_em, old_em, mean_difference)
     change, (c_low, c_high) = paired_bootstrap(new_tokens, old_tokens, relative_change)
-    return [run, label, group, str(len(new)), f"{mean(old_em):.3f} -> {mean(new_em):.3f}",
-            f"{delta:+.3f} [{low:+.2f}, {high:+.2f}]", f"{mean(old_tokens):.0f} -> {mean(new_tokens):.0f}",
-            f"{change:+.0%} [{c_low:+.0%}, {c_high:+.0%}]", f"{mean(old_calls):.2f} -> {mean(new_calls):.2f}"]
+    size = f"{len(new)}" if new_em.shape[1] == 1 else f"{len(new)} x {new_em.shape[1]}"
+    return [run, label, group, size, f"{old_em.mean():.3f} -> {new_em.mean():.3f}",
+            f"{delta:+.3f} [{low:+.2f}, {high:+.2f}]", f"{old_tokens.mean():.0f} -> {new_tokens.mean():.0f}",
+            f"{change:+.0%} [{c_low:+.0%}, {c_high:+.0%}]", f"{old_calls.mean():.2f} -> {new_calls.mean():.2f}"]
 
 
-def paired_table(results: list[Result]) -> Table:
+def rl_starts(runs: Path) -> dict[tuple[str, str], tuple[str, str]]:
+    """(run, RL stage) -> (run, stage) of the checkpoint it started from, as its train_summary.json names it
+    (runs/<run>/<stage>/final): an RL run with another seed or data pairs with the SFT it started from."""
+    starts = {}
+    for summary in runs.glob("*/*/train_summary.json"):
+        start = Path(json.loads(summary.read_text()).get("start") or "")
+        if len(start.parts) >= 3 and start.name == "final":
+            starts[(summary.parent.parent.name, summary.parent.name)] = (start.parts[-3], start.parts[-2])
+    return starts
+
+
+def comparison_groups(new: dict[str, Result], old: dict[str, Result]) -> list[tuple[str, list[str]]]:
+    """Each benchmark both stages have, the pools of POOLS, and `all` where it adds a row."""
+    common = [b for b in new if b in old]
+    pools = [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(common)]
+    # `all` only where it adds a row: not for one benchmark, nor where it equals a pool
+    every = [("all", common)] if len(common) > 1 and all(set(m) != set(common) for _, m in pools) else []
+    return [(b, [b]) for b in common] + pools + every
+
+
+def pairs_for(rows: dict, starts: dict, run: str, stage: str, against: str):
+    """(new stage, old stage) results, or None: SFT is the one RL started from where that is recorded."""
+    source = starts.get((run, stage)) if against == "sft" else None
+    old_key = source if source and source[1] == "sft" else (run, against)
+    new, old = rows.get((run, stage)), rows.get(old_key)
+    return (new, old) if new and old else None
+
+
+def paired_table(results: list[Result], starts: dict | None = None, seed_pools: list[list[str]] = ()) -> Table:
     table = Table("paired", "RL against SFT, and the length penalty against none: paired differences",
                   ["model", "comparison", "benchmark", "n", "EM", "EM difference [95% CI]", "policy tokens",
                    "token change [95% CI]", "tool calls"])
-    rows = grouped(results)
-    for (run, stage), new in rows.items():
+    rows, starts = grouped(results), starts or {}
+    for run, stage in rows:
         for wanted, against, label in COMPARISONS:
-            old = rows.get((run, against))
-            if stage != wanted or old is None:
-                continue
-            common = [b for b in new if b in old]
-            groups = [(b, [b]) for b in common]
-            pools = [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(common)]
-            groups += pools
-            # `all` only where it adds a row: not for one benchmark, nor where it equals a pool
-            groups += [("all", common)] if len(common) > 1 and all(set(m) != set(common) for _, m in pools) else []
-            for group, members in groups:
-                pair = paired_records(new, old, members)
-                if pair[0]:
-                    table.rows.append(paired_row(run, label, group, *pair))
+            pair = pairs_for(rows, starts, run, stage, against) if stage == wanted else None
+            for group, members in comparison_groups(*pair) if pair else []:
+                new, old = paired_records(*pair, members)
+                if new:
+                    table.rows.append(paired_row(run, label, group, [[r] for r in new], [[r] for r in old]))
+    for pool in seed_pools:
+        table.rows += seed_pool_rows(rows, starts, pool)
     table.note = ("Each row pairs the two stages on the questions both were run on (greedy episodes); the interval "
                   "resamples questions, the same ones for both stages. Token change: the relative change in mean "
-                  "policy tokens per episode (tool outputs excluded). Issue 5's goals: RL - SFT >= +0.10 EM on "
-                  "heldout + ood and >= -0.01 on world_test; the length penalty >= 20% fewer tokens at >= -0.02 EM.")
+                  "policy tokens per episode (tool outputs excluded). Rows of several runs (n = questions x runs) "
+                  "pool RL seeds: a question's seeds are resampled together. Issue 5's goals: RL - SFT >= +0.10 EM "
+                  "on heldout + ood and >= -0.01 on world_test; the length penalty >= 20% fewer tokens at >= -0.02 EM.")
     return table
+
+
+def seed_pool_rows(rows: dict, starts: dict, pool: list[str]) -> list[list[str]]:
+    """The comparisons pooled over runs that differ only in their RL seed (`--pool`)."""
+    out = []
+    for wanted, against, label in COMPARISONS:
+        pairs = [pairs_for(rows, starts, run, wanted, against) for run in pool]
+        if not all(pairs):
+            continue
+        shared = set.intersection(*(set(new) & set(old) for new, old in pairs))
+        for group, members in comparison_groups(*pairs[0]):
+            if not set(members) <= shared:
+                continue
+            by_seed = [paired_by_question(new, old, members) for new, old in pairs]
+            questions = sorted(set.intersection(*(set(seed) for seed in by_seed)))
+            if questions:
+                new = [[seed[q][0] for seed in by_seed] for q in questions]
+                old = [[seed[q][1] for seed in by_seed] for q in questions]
+                out.append(paired_row(" + ".join(pool), label, group, new, old))
+    return out
 
 
 def breakdown_table(results: list[Result], key: str, title: str) -> Table:
@@ -207,7 +263,8 @@ def _read(path: Path) -> dict:
 
 def timing_table(runs: Path) -> Table:
     """Each stage's wall time as its own logs recorded it (process start-up and installs not included)."""
-    table = Table("timing", "Wall time of each stage on this machine (from the stages' own logs)", ["stage", "output", "seconds"])
+    table = Table("timing", "Wall time of each stage on this machine (from the stages' own logs)",
+                  ["stage", "output", "seconds", "CPU share"])
     world = runs / "data" / "world"
     steps = [("datastore (world)", runs / "datastore/world/manifest.json", lambda d: d.get("seconds", {}).get("total")),
              ("questions", world / "questions/report.json", lambda d: d.get("seconds", {}).get("wall_s")),
@@ -215,22 +272,33 @@ def timing_table(runs: Path) -> Table:
     for path in sorted(runs.glob("*/*/train_summary.json")):
         steps.append((f"train {path.parent.name}", path, lambda d: d.get("wall_seconds")))
     for stage in sorted(runs.glob("*/*/eval"), key=lambda p: (p.parent.parent.name, stage_rank(p.parent.name))):
-        total = sum(_read(m).get("run", {}).get("seconds_this_run") or 0 for m in stage.glob("*/metrics.json"))
-        table.rows.append([f"eval {stage.parent.name}", str(stage.relative_to(runs)), f"{total:.0f}"])
+        timed = [_read(m).get("run", {}) for m in stage.glob("*/metrics.json")]
+        total = sum(run.get("seconds_this_run") or 0 for run in timed)
+        shares = [run["cpu_share"] for run in timed if run.get("cpu_share") is not None]
+        table.rows.append([f"eval {stage.parent.name}", str(stage.relative_to(runs)), f"{total:.0f}",
+                           fmt(min(shares, default=None), 2)])
     for name, path, seconds in steps:
-        value = seconds(_read(path)) if path.exists() else None
-        if value is not None:
-            table.rows.append([name, str(path.relative_to(runs).parent), f"{value:.0f}"])
+        data = _read(path) if path.exists() else {}
+        if seconds(data) is not None:
+            table.rows.append([name, str(path.relative_to(runs).parent), f"{seconds(data):.0f}",
+                               fmt(data.get("cpu_share"), 2)])
     table.rows.sort(key=lambda row: ["datastore", "questions", "trajectories", "train", "eval"].index(row[0].split(" ")[0]))
-    table.note = "Eval seconds count only the episodes run by the latest call (reused results cost nothing)."
+    table.note = ("Eval seconds count only the episodes run by the latest call (reused results cost nothing). CPU share: "
+                  "the stage's CPU time over wall time x torch threads (lowest benchmark for eval); well under ~0.9 on "
+                  "a CPU run means another job shared the machine and the time is not the recipe's.")
     return table
 
 
-def build_tables(runs: Path, log=print, results: list[Result] | None = None) -> list[Table]:
+def build_tables(runs: Path, log=print, results: list[Result] | None = None, seed_pools: list[list[str]] = ()) -> list[Table]:
     results = collect_benchmarks(runs, log) if results is None else results
     if not results:
         raise UserError(f"no evaluation results under {runs}/*/*/eval/: run `make eval` first")
-    tables = [main_table(results), ablation_table(results), paired_table(results),
+    known = {result.run for result in results}
+    for pool in seed_pools:
+        if len(pool) < 2 or set(pool) - known:
+            raise UserError(f"--pool {' '.join(pool)}: name two or more runs with results under {runs}/ "
+                            f"(these have: {', '.join(sorted(known))})")
+    tables = [main_table(results), ablation_table(results), paired_table(results, rl_starts(runs), seed_pools),
               breakdown_table(results, "hops", "EM by number of hops"),
               breakdown_table(results, "type", "EM by question type"),
               breakdown_table(results, "pool_hops", "EM by phrasing pool and hops")]
@@ -277,11 +345,14 @@ def main(argv=None) -> None:
     parser.add_argument("--out", help="default: <runs>/tables")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--readme", help="also rewrite this README's results section and copy the plots to docs/results/")
+    parser.add_argument("--pool", nargs="+", action="append", default=[], metavar="RUN",
+                        help="runs that differ only in the RL seed (e.g. smollm2-135m smollm2-135m-rlseed1): the paired "
+                             "table adds their comparisons pooled, resampling questions with all their seeds; repeatable")
     args = parser.parse_args(argv)
     runs = Path(args.runs)
     out = Path(args.out) if args.out else runs / "tables"
     results = collect_benchmarks(runs)
-    tables = build_tables(runs, results=results)
+    tables = build_tables(runs, results=results, seed_pools=args.pool)
     write_tables(tables, out)
     figures = []
     if not args.no_plots:

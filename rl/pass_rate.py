@@ -83,7 +83,7 @@ def start_or_resume(args) -> str:
     out = Path(args.out)
     settings = {**vars(args), "model": checkpoint_digest(args.model), "questions": file_sha256(Path(args.questions)),
                 "dtype": fast_dtype() if args.dtype == "fast" else args.dtype,
-                "samples": None, "out": None,  # more samples of the same setup extend the run
+                "samples": None, "limit": None, "out": None,  # more samples or questions extend the run
                 "sampler": SAMPLER_VERSION}
     wanted = config_hash(settings)
     stamp = out / "fingerprint.txt"
@@ -100,11 +100,14 @@ def main(argv=None) -> None:
 
     args = parse_args(argv)
     digest = start_or_resume(args)
+    asked = {q["id"] for q in agent_run.read_questions(args.questions, args.limit)}
     records = []
     for index in range(args.samples):
         print(f"sample {index + 1}/{args.samples}")
-        agent_run.run(agent_run.parse_args(sample_argv(args, index)))
-        records += list(agent_run.read_done(Path(args.out) / f"sample_{index}" / "predictions.jsonl").values())
+        predictions = Path(args.out) / f"sample_{index}" / "predictions.jsonl"
+        if asked - set(agent_run.read_done(predictions)):  # a sample run with a larger --limit has them all
+            agent_run.run(agent_run.parse_args(sample_argv(args, index)))
+        records += [r for r in agent_run.read_done(predictions).values() if r["id"] in asked]
     agent_run.score(records)  # adds em per record
     atomic_write_text(Path(args.out) / "predictions.jsonl",
                       "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

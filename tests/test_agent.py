@@ -200,6 +200,7 @@ def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
     assert [json.loads(line)["id"] for line in lines] == ["q0", "q1", "q2"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["overall"]["n"] == 3 and metrics["run"]["n_run_now"] == 1
+    assert 0 < metrics["run"]["cpu_share"] < 2  # how much of the CPU the episodes got (eval's timing table)
     assert metrics["run"]["forced_answers"] == 0 and all(json.loads(line)["answer_threshold"] is None for line in lines)
     with pytest.raises(UserError, match="another --answer-threshold"):  # never mixed into one set of predictions
         main(args + ["--answer-threshold", "0.2"])

@@ -18,14 +18,14 @@ QUESTIONS = [{"id": f"q{i}", "question": f"Q{i}?", "answers": [ans], "hops": hop
                                                      ("yes", 2, "yesno"), ("Ada Vell", 3, "bridge")])]
 
 
-def write_result(runs: Path, stage: str, benchmark: str, predictions: list, tokens: int, calls: int = 2):
+def write_result(runs: Path, stage: str, benchmark: str, predictions: list, tokens: int, calls: int = 2, run: str = "m"):
     from agent.run import score
 
     records = [{**q, "prediction": p, "tokens_generated": tokens, "tool_calls": calls, "valid_tool_calls": calls,
                 "retrieved": [], "opened": [], "finish": "answer"} for q, p in zip(QUESTIONS, predictions)]
     metrics = score(records)
     metrics["run"] = {"questions": str(runs / "data/world/questions/test.jsonl")}
-    out = runs / "m" / stage / "eval" / benchmark
+    out = runs / run / stage / "eval" / benchmark
     out.mkdir(parents=True)
     (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (out / "metrics.json").write_text(json.dumps(metrics))
@@ -114,6 +114,43 @@ def test_paired_bootstrap_pairs_questions():
     change, interval = paired_bootstrap([5, 0, 0, 0], [0, 0, 0, 1], relative_change)  # some resamples divide by 0
     assert change == 4.0 and all(np.isfinite(interval))  # ~32% of resamples lack the 1: left out
     assert all(np.isnan(paired_bootstrap([1, 0, 0, 0], [0, 0, 0, 0], relative_change)[1]))  # all divide by 0
+
+
+def test_seeds_of_a_question_are_resampled_together():
+    from eval.stats import mean_difference, paired_bootstrap
+
+    rng = np.random.default_rng(1)
+    before = np.repeat(rng.integers(0, 2, size=(40, 1)), 2, axis=1).astype(float)
+    after = np.maximum(before, rng.integers(0, 2, size=(40, 1)))  # the seeds agree on every question
+    pooled = paired_bootstrap(after, before, mean_difference)
+    # with equal seeds per question this is the bootstrap of the per-question means
+    assert pooled == paired_bootstrap(after.mean(axis=1), before.mean(axis=1), mean_difference)
+    as_pairs = paired_bootstrap(after.ravel(), before.ravel(), mean_difference)  # seeds as if independent
+    assert pooled[0] == pytest.approx(as_pairs[0])
+    assert pooled[1][1] - pooled[1][0] > (as_pairs[1][1] - as_pairs[1][0]) * 1.3  # ~sqrt(2) where they agree
+    with pytest.raises(ValueError):
+        paired_bootstrap(np.zeros((4, 2)), np.zeros((4, 3)), mean_difference)
+
+
+def test_rl_runs_pair_with_the_sft_they_started_from_and_seeds_pool(fixture_runs):
+    from common.errors import UserError
+    from eval.tables import build_tables
+
+    for run in ("m", "m-rlseed1"):
+        for stage in ("rl", "rl_nolen"):
+            (fixture_runs / run / stage).mkdir(parents=True, exist_ok=True)
+            (fixture_runs / run / stage / "train_summary.json").write_text(json.dumps({"start": "runs/m/sft/final"}))
+    write_result(fixture_runs, "rl", "world_test", ["Paris", "1874", "no", None], tokens=80, run="m-rlseed1")
+    write_result(fixture_runs, "rl_nolen", "world_test", ["Paris", "1900", "no", None], tokens=90, run="m-rlseed1")
+    tables = {t.name: t for t in build_tables(fixture_runs, log=lambda line: None, seed_pools=[["m", "m-rlseed1"]])}
+    rows = {(row[0], row[1]): row for row in tables["paired"].rows}
+    seed1 = rows[("m-rlseed1", "SFT+RL vs SFT")]  # no SFT of its own: paired with m's, which it started from
+    assert seed1[3:6] == ["4", "0.500 -> 0.500", "+0.000 [+0.00, +0.00]"]
+    pooled = rows[("m + m-rlseed1", "SFT+RL vs SFT")]  # EM 0.5 -> (1.0 + 0.5) / 2
+    assert pooled[3:5] == ["4 x 2", "0.500 -> 0.750"] and pooled[6] == "100 -> 70"
+    assert rows[("m + m-rlseed1", "length penalty vs none (both RL)")][4] == "0.500 -> 0.750"
+    with pytest.raises(UserError, match="--pool m nope: name two or more runs"):
+        build_tables(fixture_runs, log=lambda line: None, seed_pools=[["m", "nope"]])
 
 
 def test_paired_table_matches_questions_by_id(fixture_runs):
@@ -251,10 +288,14 @@ def test_readme_section_and_timing(fixture_runs, tmp_path):
     from eval.tables import BEGIN, END, build_tables, update_readme
 
     summary = fixture_runs / "m" / "sft" / "train_summary.json"
-    summary.write_text(json.dumps({"wall_seconds": 1234.5, "loss_history": [{"step": 5, "loss": 1.0}]}))
+    summary.write_text(json.dumps({"wall_seconds": 1234.5, "cpu_share": 0.93, "loss_history": [{"step": 5, "loss": 1.0}]}))
+    metrics = fixture_runs / "m" / "rl" / "eval" / "world_test" / "metrics.json"
+    data = json.loads(metrics.read_text())
+    metrics.write_text(json.dumps({**data, "run": {**data["run"], "seconds_this_run": 60.0, "cpu_share": 0.41}}))
     tables = build_tables(fixture_runs, log=lambda _: None)
     timing = next(t for t in tables if t.name == "timing")
-    assert ["train sft", "m/sft", "1234"] in timing.rows
+    assert ["train sft", "m/sft", "1234", "0.93"] in timing.rows
+    assert ["eval rl", "m/rl/eval", "60", "0.41"] in timing.rows and ["eval sft", "m/sft/eval", "0", "-"] in timing.rows
     readme = tmp_path / "README.md"
     readme.write_text(f"# Title\n\nintro\n{BEGIN}\nold numbers\n{END}\n\n## After\n")
     update_readme(readme, tables, [])

@@ -349,6 +349,15 @@ def test_pass_rate_samples_resume_and_feed_the_filter(store, tmp_path, tiny):
     turns = [[r["messages"] for r in map(json.loads, (out / f"sample_{i}" / "predictions.jsonl").read_text().splitlines())]
              for i in range(2)]
     assert turns[0] != turns[1]
+    # a larger --limit adds the new questions' episodes to the same samples; a smaller one reads only its questions
+    first = (out / "sample_0" / "predictions.jsonl").read_text()
+    main(argv[:-6] + ["--limit", "3"] + argv[-4:])
+    assert (out / "sample_0" / "predictions.jsonl").read_text().startswith(first)
+    assert sorted(r["id"] for r in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())) == \
+        ["q0", "q0", "q1", "q1", "q2", "q2"]
+    main(argv[:-6] + ["--limit", "1"] + argv[-4:])
+    assert [r["id"] for r in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())] == ["q0", "q0"]
+    main(argv)
     # the rates name the checkpoint they measured: RL from another one stops with the fix
     from rl.data import check_pass_rates_model
     check_pass_rates_model(str(out / "predictions.jsonl"), "tiny")
@@ -401,6 +410,22 @@ def test_the_pass_rate_stage_samples_as_rl_rolls_out():
     assert str(Path(args.out) / "predictions.jsonl") == recipe["pass_rate_file"]
     assert args.max_new_tokens == recipe["max_turn_tokens"] and args.k == recipe["k"]
     assert args.max_turns == recipe["max_tool_calling_iterations"] + 1 and args.temperature == recipe["temperature"]
+
+
+def test_an_rl_seed_is_trained_and_evaluated_beside_the_default_run():
+    """make rl / rl-nolen / eval RL_SEED=1 write runs/<model>-rlseed1/, which eval.tables pairs with the SFT
+    it started from and pools with the default run."""
+    import subprocess
+
+    lines = subprocess.run(["make", "-n", "rl", "rl-nolen", "eval", "RL_SEED=1"], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    train = [line.split("rl.train ", 1)[1] for line in lines if "-m rl.train" in line]
+    assert train == ["--config recipes/smollm2-135m/rl.yaml --seed 1 --output_dir runs/smollm2-135m-rlseed1/rl",
+                     "--config recipes/smollm2-135m/rl_nolen.yaml --seed 1 --output_dir runs/smollm2-135m-rlseed1/rl_nolen"]
+    evaluate = next(line for line in lines if "-m eval.run" in line)
+    assert evaluate.endswith('--run_name smollm2-135m-rlseed1 --stages rl rl_nolen --baselines ""')
+    plain = subprocess.run(["make", "-n", "rl"], capture_output=True, text=True, check=True).stdout
+    assert "--seed" not in plain and "rlseed" not in plain
 
 
 def test_rl_refuses_pass_rates_of_another_checkpoint(tmp_path, runs):
