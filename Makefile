@@ -70,6 +70,9 @@ pass-rate: setup
 # RL_SEED=1: another RL seed from the same SFT checkpoint and questions, in runs/$(MODEL)-rlseed1/ (make rl,
 # rl-nolen and eval take it); make tables pools every evaluated seed with the default run
 RL_RUN := $(MODEL)$(if $(RL_SEED),-rlseed$(RL_SEED))
+ifeq ($(RL_SEED),0)
+$(error RL_SEED=0 is the recipe's own seed (runs/$(MODEL)/rl*); pick another)
+endif
 rl: $(RL_NEEDS)
 	$(PY) -m rl.train --config recipes/$(MODEL)/rl.yaml $(if $(RL_SEED),--seed $(RL_SEED) --output_dir runs/$(RL_RUN)/rl)
 
@@ -84,7 +87,8 @@ eval: data
 
 # markdown / CSV / LaTeX tables and plots in runs/tables/ from every result under runs/, with the RL seeds
 # evaluated beside the default run (make rl eval RL_SEED=1) pooled
-SEED_RUNS := $(if $(wildcard runs/$(MODEL)/rl/eval),$(patsubst runs/%/rl/eval,%,$(wildcard runs/$(MODEL)-rlseed*/rl/eval)))
+SEED_RUNS = $(if $(wildcard runs/$(MODEL)/rl/eval/*/metrics.json),$(sort $(foreach result,\
+	$(wildcard runs/$(MODEL)-rlseed*/rl/eval/*/metrics.json),$(word 2,$(subst /, ,$(result))))))
 tables: setup
 	$(PY) -m eval.tables --readme README.md $(if $(SEED_RUNS),--pool $(MODEL) $(SEED_RUNS))
 

@@ -143,8 +143,8 @@ def paired_row(run: str, label: str, group: str, new: list[list[dict]], old: lis
     """One row from records per question and seed (new[q][s] pairs with old[q][s]); one seed: one column."""
     from eval.stats import mean_difference, paired_bootstrap, relative_change
 
-    def table(records, key):
-        return np.array([[float(r.get(key) or 0) for r in seeds] for seeds in records])
+    def table(records, key):  # em and tokens must be there; an episode without tool calls may lack the count
+        return np.array([[float(r[key] if key != "tool_calls" else r.get(key) or 0) for r in seeds] for seeds in records])
 
     (new_em, old_em), (new_tokens, old_tokens), (new_calls, old_calls) = (
         (table(new, key), table(old, key)) for key in ("em", "tokens_generated", "tool_calls"))
@@ -201,7 +201,8 @@ def paired_table(results: list[Result], starts: dict | None = None, seed_pools: 
     table.note = ("Each row pairs the two stages on the questions both were run on (greedy episodes); the interval "
                   "resamples questions, the same ones for both stages. Token change: the relative change in mean "
                   "policy tokens per episode (tool outputs excluded). Rows of several runs (n = questions x runs) "
-                  "pool RL seeds: a question's seeds are resampled together. Issue 5's goals: RL - SFT >= +0.10 EM "
+                  "pool RL seeds: a question's seeds are resampled together (the seeds themselves are not resampled, so "
+                  "the interval leaves out training runs' seed-to-seed spread). Issue 5's goals: RL - SFT >= +0.10 EM "
                   "on heldout + ood and >= -0.01 on world_test; the length penalty >= 20% fewer tokens at >= -0.02 EM.")
     return table
 
@@ -295,8 +296,8 @@ def build_tables(runs: Path, log=print, results: list[Result] | None = None, see
         raise UserError(f"no evaluation results under {runs}/*/*/eval/: run `make eval` first")
     known = {result.run for result in results}
     for pool in seed_pools:
-        if len(pool) < 2 or set(pool) - known:
-            raise UserError(f"--pool {' '.join(pool)}: name two or more runs with results under {runs}/ "
+        if len(set(pool)) < len(pool) or len(pool) < 2 or set(pool) - known:
+            raise UserError(f"--pool {' '.join(pool)}: name two or more different runs with results under {runs}/ "
                             f"(these have: {', '.join(sorted(known))})")
     tables = [main_table(results), ablation_table(results), paired_table(results, rl_starts(runs), seed_pools),
               breakdown_table(results, "hops", "EM by number of hops"),

@@ -86,8 +86,9 @@ def start_or_resume(args) -> str:
                 "samples": None, "limit": None, "out": None,  # more samples or questions extend the run
                 "sampler": SAMPLER_VERSION}
     wanted = config_hash(settings)
+    before_stop_28 = config_hash({**settings, "limit": args.limit})  # stamps that still named the limit stay valid
     stamp = out / "fingerprint.txt"
-    if stamp.exists() and stamp.read_text().strip() != wanted:
+    if stamp.exists() and stamp.read_text().strip() not in (wanted, before_stop_28):
         print(f"{out} holds samples of another checkpoint, question file or setting: starting over")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)

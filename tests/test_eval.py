@@ -149,8 +149,9 @@ def test_rl_runs_pair_with_the_sft_they_started_from_and_seeds_pool(fixture_runs
     pooled = rows[("m + m-rlseed1", "SFT+RL vs SFT")]  # EM 0.5 -> (1.0 + 0.5) / 2
     assert pooled[3:5] == ["4 x 2", "0.500 -> 0.750"] and pooled[6] == "100 -> 70"
     assert rows[("m + m-rlseed1", "length penalty vs none (both RL)")][4] == "0.500 -> 0.750"
-    with pytest.raises(UserError, match="--pool m nope: name two or more runs"):
-        build_tables(fixture_runs, log=lambda line: None, seed_pools=[["m", "nope"]])
+    for pool in (["m", "nope"], ["m", "m"]):
+        with pytest.raises(UserError, match=f"--pool {' '.join(pool)}: name two or more different runs"):
+            build_tables(fixture_runs, log=lambda line: None, seed_pools=[pool])
 
 
 def test_paired_table_matches_questions_by_id(fixture_runs):

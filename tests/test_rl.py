@@ -426,6 +426,8 @@ def test_an_rl_seed_is_trained_and_evaluated_beside_the_default_run():
     assert evaluate.endswith('--run_name smollm2-135m-rlseed1 --stages rl rl_nolen --baselines ""')
     plain = subprocess.run(["make", "-n", "rl"], capture_output=True, text=True, check=True).stdout
     assert "--seed" not in plain and "rlseed" not in plain
+    own = subprocess.run(["make", "-n", "rl", "RL_SEED=0"], capture_output=True, text=True)
+    assert own.returncode != 0 and "RL_SEED=0 is the recipe's own seed" in own.stderr
 
 
 def test_rl_refuses_pass_rates_of_another_checkpoint(tmp_path, runs):
