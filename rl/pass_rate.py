@@ -69,22 +69,28 @@ def histogram(records: list[dict], samples: int) -> dict:
             "mixed": mixed, "mean_pass_rate": sum(solved.values()) / max(1, len(solved) * samples)}
 
 
+def sampler_settings(args) -> dict:
+    """What the samples' episodes depend on (the checkpoint by digest); not how many samples or questions."""
+    from agent.models import checkpoint_digest
+    from common.hardware import fast_dtype
+
+    return {**vars(args), "model": checkpoint_digest(args.model), "questions": file_sha256(Path(args.questions)),
+            "dtype": fast_dtype() if args.dtype == "fast" else args.dtype,
+            "samples": None, "limit": None, "out": None,  # more samples or questions extend the run
+            "sampler": SAMPLER_VERSION}
+
+
 def start_or_resume(args) -> str:
     """Samples of another checkpoint, question file or setting are removed, not mixed in; returns the
     checkpoint's digest."""
-    from agent.models import checkpoint_digest
     from agent.run import read_questions
-    from common.hardware import fast_dtype
 
     from rl.train import resolve_start
 
     read_questions(args.questions)  # a missing or malformed file: one clear line, before anything is written
     resolve_start(args.model)  # likewise a missing SFT checkpoint (the fix: make sft)
     out = Path(args.out)
-    settings = {**vars(args), "model": checkpoint_digest(args.model), "questions": file_sha256(Path(args.questions)),
-                "dtype": fast_dtype() if args.dtype == "fast" else args.dtype,
-                "samples": None, "limit": None, "out": None,  # more samples or questions extend the run
-                "sampler": SAMPLER_VERSION}
+    settings = sampler_settings(args)
     wanted = config_hash(settings)
     before_stop_28 = config_hash({**settings, "limit": args.limit})  # stamps that still named the limit stay valid
     stamp = out / "fingerprint.txt"

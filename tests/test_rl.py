@@ -357,7 +357,14 @@ def test_pass_rate_samples_resume_and_feed_the_filter(store, tmp_path, tiny):
         ["q0", "q0", "q1", "q1", "q2", "q2"]
     main(argv[:-6] + ["--limit", "1"] + argv[-4:])
     assert [r["id"] for r in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())] == ["q0", "q0"]
+    # a stamp from before the limit left the fingerprint (it named --limit) keeps the samples
+    from common.io import config_hash
+    from rl.pass_rate import parse_args, sampler_settings
+    settings = sampler_settings(parse_args(argv))
+    (out / "fingerprint.txt").write_text(config_hash({**settings, "limit": 2}) + "\n")
     main(argv)
+    assert len((out / "sample_0" / "predictions.jsonl").read_text().splitlines()) == 3  # not redrawn: q2 stays
+    assert (out / "fingerprint.txt").read_text().strip() == config_hash(settings)
     # the rates name the checkpoint they measured: RL from another one stops with the fix
     from rl.data import check_pass_rates_model
     check_pass_rates_model(str(out / "predictions.jsonl"), "tiny")
