@@ -191,9 +191,12 @@ class CpuShare:
         self.cpu_start = process_cpu_seconds()
         self.wall_start = time.perf_counter()
 
+    def seconds(self) -> float:
+        """Wall time since the stage started (the stage's own timing: one clock for both)."""
+        return time.perf_counter() - self.wall_start
+
     def share(self) -> float:
-        wall = time.perf_counter() - self.wall_start
-        return round((process_cpu_seconds() - self.cpu_start) / max(wall * self.threads, 1e-9), 3)
+        return round((process_cpu_seconds() - self.cpu_start) / max(self.seconds() * self.threads, 1e-9), 3)
 
     def report(self, on_cpu: bool) -> float:
         """The share so far, printing a warning when a CPU stage got too little of the CPU."""

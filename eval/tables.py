@@ -161,7 +161,7 @@ def rl_starts(runs: Path) -> dict[tuple[str, str], tuple[str, str]]:
     (runs/<run>/<stage>/final): an RL run with another seed or data pairs with the SFT it started from."""
     starts = {}
     for summary in runs.glob("*/*/train_summary.json"):
-        start = Path(json.loads(summary.read_text()).get("start") or "")
+        start = Path(_read(summary).get("start") or "")
         if len(start.parts) >= 3 and start.name == "final":
             starts[(summary.parent.parent.name, summary.parent.name)] = (start.parts[-3], start.parts[-2])
     return starts

@@ -33,7 +33,7 @@ def pass_rates(path: str) -> dict[str, float]:
     return {qid: sum(v) / len(v) for qid, v in scores.items()}
 
 
-def check_pass_rates_model(path: str, model_path: str) -> None:
+def check_pass_rates_model(path: str, model_path: str, digest: str | None = None) -> None:
     """Pass rates measured on another checkpoint pick the wrong questions: stop before training on them.
 
     rl.pass_rate records the checkpoint's digest in pass_rates.json beside predictions.jsonl; a
@@ -45,7 +45,7 @@ def check_pass_rates_model(path: str, model_path: str) -> None:
         measured = json.loads(summary.read_text()).get("model_digest") if summary.is_file() else None
     except (json.JSONDecodeError, AttributeError):
         raise UserError(f"{summary} is not rl.pass_rate's summary; rerun `make pass-rate`") from None
-    if measured and measured != checkpoint_digest(model_path):
+    if measured and measured != (digest or checkpoint_digest(model_path)):
         raise UserError(f"pass_rate_file {path} was measured on another checkpoint than {model_path}; "
                         f"rerun `make pass-rate` (python -m rl.pass_rate --model {model_path} ...)")
 

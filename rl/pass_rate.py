@@ -82,13 +82,10 @@ def sampler_settings(args) -> dict:
 
 def start_or_resume(args) -> str:
     """Samples of another checkpoint, question file or setting are removed, not mixed in; returns the
-    checkpoint's digest."""
-    from agent.run import read_questions
-
+    checkpoint's digest. The question file has been read (main) before anything is written."""
     from rl.train import resolve_start
 
-    read_questions(args.questions)  # a missing or malformed file: one clear line, before anything is written
-    resolve_start(args.model)  # likewise a missing SFT checkpoint (the fix: make sft)
+    resolve_start(args.model)  # a missing SFT checkpoint: one clear line (the fix: make sft), before anything is written
     out = Path(args.out)
     settings = sampler_settings(args)
     wanted = config_hash(settings)
@@ -106,15 +103,17 @@ def main(argv=None) -> None:
     from agent import run as agent_run
 
     args = parse_args(argv)
+    asked = {q["id"] for q in agent_run.read_questions(args.questions, args.limit)}  # a bad file: one line, first
     digest = start_or_resume(args)
-    asked = {q["id"] for q in agent_run.read_questions(args.questions, args.limit)}
     records = []
     for index in range(args.samples):
         print(f"sample {index + 1}/{args.samples}")
         predictions = Path(args.out) / f"sample_{index}" / "predictions.jsonl"
-        if asked - set(agent_run.read_done(predictions)):  # a sample run with a larger --limit has them all
+        done = agent_run.read_done(predictions)
+        if asked - set(done):  # a sample run with a larger --limit has them all
             agent_run.run(agent_run.parse_args(sample_argv(args, index)))
-        records += [r for r in agent_run.read_done(predictions).values() if r["id"] in asked]
+            done = agent_run.read_done(predictions)
+        records += [r for r in done.values() if r["id"] in asked]
     agent_run.score(records)  # adds em per record
     atomic_write_text(Path(args.out) / "predictions.jsonl",
                       "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

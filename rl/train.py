@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -148,13 +147,11 @@ def script_settings(script) -> dict:
     return {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
 
 
-def fingerprints(script, training_args, model_path: str) -> tuple[str, str]:
+def fingerprints(script, training_args, model_path: str, weights: str) -> tuple[str, str]:
     """(fingerprint, identity): a finished run with the same fingerprint is not run again; a
     checkpoint with the same identity (the fingerprint without LENGTH_KEYS) may be resumed."""
-    from agent.models import checkpoint_digest
-
     questions = Path(script.questions)
-    settings = {"script": script_settings(script), "model": model_path, "weights": checkpoint_digest(model_path),
+    settings = {"script": script_settings(script), "model": model_path, "weights": weights,
                 "questions": file_sha256(questions) if questions.is_file() else None,
                 **({"pass_rates": file_sha256(Path(script.pass_rate_file))} if script.pass_rate_file else {}),
                 "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(("logging", "output_dir"))}}
@@ -172,14 +169,17 @@ def main(argv=None) -> None:
     settings = {key: getattr(script, key) for key in ("length_penalty_scope", "target_length", "overlong_max_tokens",
                                                        "overlong_buffer", "tool_call_cost", "max_tool_calls")}
     rewards = build_rewards(script.reward_funcs, training_args.reward_weights, **settings)
+    from agent.models import checkpoint_digest
+
     model_path = resolve_start(model_args.model_name_or_path)
+    weights = checkpoint_digest(model_path)  # ~1 s for the 135M model: once, for the pass-rate check and the fingerprint
     if script.pass_rate_file:
-        check_pass_rates_model(script.pass_rate_file, model_path)
+        check_pass_rates_model(script.pass_rate_file, model_path, weights)
     questions, stats = load_questions(script)
     retriever = make_retriever(script)
     configure(training_args, script)
     out = Path(training_args.output_dir)
-    digest, identity = fingerprints(script, training_args, model_path)
+    digest, identity = fingerprints(script, training_args, model_path, weights)
     done = finished_run(out, digest)
     if done:
         print(f"{out / 'final'} is already trained with this recipe ({done['global_step']} steps); nothing to do")
@@ -194,9 +194,8 @@ def main(argv=None) -> None:
         print(f"resuming from {last}")
     start_step = int(Path(last).name.split("-")[-1]) if last else 0
     cpu = CpuShare()
-    start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=last)
-    seconds = time.perf_counter() - start
+    seconds = cpu.seconds()
     cpu_share = cpu.report(on_cpu=training_args.use_cpu or not on_gpu())
     steps_now = max(trainer.state.global_step - start_step, 1)
     card = {"name": out.name, "start": model_args.model_name_or_path or DEFAULT_MODEL, "questions": script.questions,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -279,9 +278,8 @@ def main(argv=None) -> None:
     if last:
         print(f"resuming from {last}")
     cpu = CpuShare()
-    start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=last)
-    seconds = time.perf_counter() - start
+    seconds = cpu.seconds()
     cpu_share = cpu.report(on_cpu=training_args.use_cpu or not on_gpu())
     final = out / "final"
     batch = training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * training_args.world_size
