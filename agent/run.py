@@ -161,10 +161,11 @@ def run(args) -> dict:
     if todo:
         import transformers
 
-        cpu = CpuShare()  # in metrics.json: a time measured beside another job says so
-
         transformers.set_seed(args.seed)  # sampled runs (--temperature > 0) repeat on the same machine
         backend, retriever = make_backend(args), make_retriever(args)
+        # in metrics.json: a time measured beside another job says so. Started after loading, which
+        # uses one core and would pull a short run's share down.
+        cpu = CpuShare()
         config = EpisodeConfig(args.max_turns, args.max_tool_calls, args.closed_book, args.rag)
         with open(predictions, "a") as handle:
             for start in range(0, len(todo), args.chunk):

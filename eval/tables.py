@@ -9,7 +9,8 @@
                 differences in EM and policy tokens with paired bootstrap intervals (issue 5's goals).
                 RL is paired with the SFT checkpoint it started from (its train_summary.json), so a
                 run with another RL seed or data needs no SFT evaluation of its own; `--pool RUN RUN`
-                adds rows pooled over runs that differ only in the RL seed;
+                adds rows pooled over runs that differ only in the RL seed; `--versus NEW OLD` pairs a
+                variant's runs with a base's, stage by stage (runs joined by `+` pair seed by seed);
 4. by_hops.*, by_type.*, by_pool_hops.*  EM per group, per run, stage and benchmark;
 5. retrieval.*  recall@k per retriever, from the datastore benchmark (make bench-retrieval);
 6. timing.*     the wall time of each stage, from the stages' own logs.
@@ -184,7 +185,8 @@ def pairs_for(rows: dict, starts: dict, run: str, stage: str, against: str):
     return (new, old) if new and old else None
 
 
-def paired_table(results: list[Result], starts: dict | None = None, seed_pools: list[list[str]] = ()) -> Table:
+def paired_table(results: list[Result], starts: dict | None = None, seed_pools: list[list[str]] = (),
+                 versus: list[tuple[list[str], list[str]]] = ()) -> Table:
     table = Table("paired", "RL against SFT, and the length penalty against none: paired differences",
                   ["model", "comparison", "benchmark", "n", "EM", "EM difference [95% CI]", "policy tokens",
                    "token change [95% CI]", "tool calls"])
@@ -198,11 +200,14 @@ def paired_table(results: list[Result], starts: dict | None = None, seed_pools: 
                     table.rows.append(paired_row(run, label, group, [[r] for r in new], [[r] for r in old]))
     for pool in seed_pools:
         table.rows += seed_pool_rows(rows, starts, pool)
+    for new_runs, old_runs in versus:
+        table.rows += versus_rows(rows, new_runs, old_runs)
     table.note = ("Each row pairs the two stages on the questions both were run on (greedy episodes); the interval "
                   "resamples questions, the same ones for both stages. Token change: the relative change in mean "
                   "policy tokens per episode (tool outputs excluded). Rows of several runs (n = questions x runs) "
                   "pool RL seeds: a question's seeds are resampled together (the seeds themselves are not resampled, so "
-                  "the interval leaves out training runs' seed-to-seed spread). Issue 5's goals: RL - SFT >= +0.10 EM "
+                  "the interval leaves out training runs' seed-to-seed spread). A comparison \"<stage>: against RUNS\" pairs a variant's "
+                  "runs with those base runs, the same stage, seed i with seed i. Issue 5's goals: RL - SFT >= +0.10 EM "
                   "on heldout + ood and >= -0.01 on world_test; the length penalty >= 20% fewer tokens at >= -0.02 EM.")
     return table
 
@@ -212,18 +217,43 @@ def seed_pool_rows(rows: dict, starts: dict, pool: list[str]) -> list[list[str]]
     out = []
     for wanted, against, label in COMPARISONS:
         pairs = [pairs_for(rows, starts, run, wanted, against) for run in pool]
-        if not all(pairs):
+        if all(pairs):
+            out += pooled_rows(" + ".join(pool), label, pairs)
+    return out
+
+
+def versus_rows(rows: dict, new_runs: list[str], old_runs: list[str]) -> list[list[str]]:
+    """A variant's runs against a base's (`--versus`), for each stage all of them have: seed i of
+    the variant pairs with seed i of the base, and a question's seeds are resampled together."""
+    stages = sorted({stage for _, stage in rows if all((run, stage) in rows for run in new_runs + old_runs)}, key=stage_rank)
+    out = []
+    for stage in stages:
+        pairs = [(rows[(new, stage)], rows[(old, stage)]) for new, old in zip(new_runs, old_runs)]
+        if all(same_model(*pair) for pair in pairs):
+            continue  # e.g. the base model or a shared SFT checkpoint: nothing the variant changed
+        out += pooled_rows(" + ".join(new_runs), f"{STAGE_LABELS.get(stage, stage)}: against {' + '.join(old_runs)}", pairs)
+    return out
+
+
+def same_model(new: dict[str, Result], old: dict[str, Result]) -> bool:
+    """Whether two stages' evaluations ran the same model (as their metrics.json name it)."""
+    models = {result.metrics.get("run", {}).get("model") for result in [*new.values(), *old.values()]}
+    return len(models) == 1 and None not in models
+
+
+def pooled_rows(name: str, label: str, pairs: list[tuple[dict, dict]]) -> list[list[str]]:
+    """Rows of (new, old) stage results per seed, on the benchmarks and questions every seed shares."""
+    out = []
+    shared = set.intersection(*(set(new) & set(old) for new, old in pairs))
+    for group, members in comparison_groups(*pairs[0]):
+        if not set(members) <= shared:
             continue
-        shared = set.intersection(*(set(new) & set(old) for new, old in pairs))
-        for group, members in comparison_groups(*pairs[0]):
-            if not set(members) <= shared:
-                continue
-            by_seed = [paired_by_question(new, old, members) for new, old in pairs]
-            questions = sorted(set.intersection(*(set(seed) for seed in by_seed)))
-            if questions:
-                new = [[seed[q][0] for seed in by_seed] for q in questions]
-                old = [[seed[q][1] for seed in by_seed] for q in questions]
-                out.append(paired_row(" + ".join(pool), label, group, new, old))
+        by_seed = [paired_by_question(new, old, members) for new, old in pairs]
+        questions = sorted(set.intersection(*(set(seed) for seed in by_seed)))
+        if questions:
+            new = [[seed[q][0] for seed in by_seed] for q in questions]
+            old = [[seed[q][1] for seed in by_seed] for q in questions]
+            out.append(paired_row(name, label, group, new, old))
     return out
 
 
@@ -290,7 +320,8 @@ def timing_table(runs: Path) -> Table:
     return table
 
 
-def build_tables(runs: Path, log=print, results: list[Result] | None = None, seed_pools: list[list[str]] = ()) -> list[Table]:
+def build_tables(runs: Path, log=print, results: list[Result] | None = None, seed_pools: list[list[str]] = (),
+                 versus: list[list[str]] = ()) -> list[Table]:
     results = collect_benchmarks(runs, log) if results is None else results
     if not results:
         raise UserError(f"no evaluation results under {runs}/*/*/eval/: run `make eval` first")
@@ -299,7 +330,8 @@ def build_tables(runs: Path, log=print, results: list[Result] | None = None, see
         if len(set(pool)) < len(pool) or len(pool) < 2 or set(pool) - known:
             raise UserError(f"--pool {' '.join(pool)}: name two or more different runs with results under {runs}/ "
                             f"(these have: {', '.join(sorted(known))})")
-    tables = [main_table(results), ablation_table(results), paired_table(results, rl_starts(runs), seed_pools),
+    versus = [check_versus(pair, known, runs) for pair in versus]
+    tables = [main_table(results), ablation_table(results), paired_table(results, rl_starts(runs), seed_pools, versus),
               breakdown_table(results, "hops", "EM by number of hops"),
               breakdown_table(results, "type", "EM by question type"),
               breakdown_table(results, "pool_hops", "EM by phrasing pool and hops")]
@@ -309,6 +341,16 @@ def build_tables(runs: Path, log=print, results: list[Result] | None = None, see
     tables += [retrieval] if retrieval else []
     tables.append(timing_table(runs))
     return [table for table in tables if table.rows]
+
+
+def check_versus(pair: list[str], known: set[str], runs: Path) -> tuple[list[str], list[str]]:
+    """`--versus NEW OLD` -> (new runs, old runs), refused unless both name as many runs, each once, with results."""
+    new_runs, old_runs = (side.split("+") for side in pair)
+    named = new_runs + old_runs
+    if len(new_runs) != len(old_runs) or len(set(named)) < len(named) or set(named) - known:
+        raise UserError(f"--versus {' '.join(pair)}: name as many runs on each side (seeds joined by +, paired in order), "
+                        f"each once, with results under {runs}/ (these have: {', '.join(sorted(known))})")
+    return new_runs, old_runs
 
 
 def write_tables(tables: list[Table], out: Path) -> None:
@@ -349,11 +391,14 @@ def main(argv=None) -> None:
     parser.add_argument("--pool", nargs="+", action="append", default=[], metavar="RUN",
                         help="runs that differ only in the RL seed (e.g. smollm2-135m smollm2-135m-rlseed1): the paired "
                              "table adds their comparisons pooled, resampling questions with all their seeds; repeatable")
+    parser.add_argument("--versus", nargs=2, action="append", default=[], metavar=("NEW", "OLD"),
+                        help="a variant's runs against a base's, stage by stage, seed i with seed i (e.g. "
+                             "smollm2-135m-evidence+smollm2-135m-evidence1 smollm2-135m+smollm2-135m-rlseed1); repeatable")
     args = parser.parse_args(argv)
     runs = Path(args.runs)
     out = Path(args.out) if args.out else runs / "tables"
     results = collect_benchmarks(runs)
-    tables = build_tables(runs, results=results, seed_pools=args.pool)
+    tables = build_tables(runs, results=results, seed_pools=args.pool, versus=args.versus)
     write_tables(tables, out)
     figures = []
     if not args.no_plots:

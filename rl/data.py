@@ -13,8 +13,21 @@ from pathlib import Path
 from common.errors import UserError
 
 
-def pass_rates(path: str) -> dict[str, float]:
-    """Mean EM per question id over the records of an agent.run predictions.jsonl (several runs may repeat ids)."""
+def evidence_was_seen(record: dict) -> bool:
+    """Did an agent.run episode see all its question's gold documents (True where it names none)?
+    Scored records carry evidence_recall; a raw predictions.jsonl line has the ids to compute it."""
+    from eval.metrics import evidence_recall
+
+    recall = record["evidence_recall"] if "evidence_recall" in record else evidence_recall(
+        record["gold_doc_ids"], record["retrieved"] + record["opened"])
+    return recall in (None, 1.0)
+
+
+def pass_rates(path: str, needs_evidence: bool = False) -> dict[str, float]:
+    """Mean EM per question id over the records of an agent.run predictions.jsonl (several runs may repeat ids).
+
+    With needs_evidence a right answer counts only when the episode saw all its gold documents
+    (evidence_was_seen), as the rewards count it with answer_needs_evidence."""
     from eval.metrics import best_em
 
     if not Path(path).is_file():
@@ -27,9 +40,13 @@ def pass_rates(path: str) -> dict[str, float]:
         try:
             record = json.loads(line)
             score = record["em"] if "em" in record else best_em(record.get("prediction"), record.get("answers") or [])
+            if needs_evidence and not evidence_was_seen(record):
+                score = 0.0
             scores[record["id"]].append(float(score))
         except (json.JSONDecodeError, KeyError, TypeError):
-            raise UserError(f"{path}, line {lineno}: expected an agent.run prediction record with id and prediction") from None
+            fields = "id, prediction, gold_doc_ids, retrieved and opened" if needs_evidence else "id and prediction"
+            raise UserError(f"{path}, line {lineno}: expected an agent.run prediction record with {fields}; "
+                            f"use the predictions.jsonl of `make pass-rate`") from None
     return {qid: sum(v) / len(v) for qid, v in scores.items()}
 
 
@@ -56,7 +73,7 @@ def load_questions(script) -> tuple[list[dict], dict]:
     questions = read_questions(script.questions)
     stats = {"questions": len(questions)}
     if script.pass_rate_file:
-        rates = pass_rates(script.pass_rate_file)
+        rates = pass_rates(script.pass_rate_file, script.answer_needs_evidence)
         # a question without a measured rate is dropped: "sometimes solved" cannot be assumed
         measured = [q for q in questions if q["id"] in rates]
         questions = [q for q in measured if script.min_pass_rate <= rates[q["id"]] <= script.max_pass_rate]

@@ -23,6 +23,7 @@ from common.errors import cli_main
 from common.io import atomic_write_json, atomic_write_text, config_hash, file_sha256
 
 from agent.tools import DEFAULT_K
+from rl.data import evidence_was_seen
 
 # 2 since stop 27: sample i is drawn with seed + i (before, agent.run's own default seed made every
 # sample the same episodes), so samples of version 1 are drawn again rather than reused
@@ -58,15 +59,23 @@ def sample_argv(args, index: int) -> list[str]:
 
 
 def histogram(records: list[dict], samples: int) -> dict:
-    """Questions by number of correct samples (0..samples) and how many GRPO could learn from."""
-    solved = Counter()
+    """Questions by number of correct samples (0..samples) and how many GRPO could learn from; the
+    same counting only answers whose episode saw all the gold documents (answer_needs_evidence)."""
+    solved, grounded = Counter(), Counter()
     for record in records:
         solved[record["id"]] += record["em"] > 0
+        grounded[record["id"]] += record["em"] > 0 and evidence_was_seen(record)
     by_count = Counter(solved.values())
-    mixed = sum(n for count, n in by_count.items() if 0 < count < samples)
+    right = sum(solved.values())
     return {"questions": len(solved), "samples": samples,
             "by_correct_samples": {str(c): by_count.get(c, 0) for c in range(samples + 1)},
-            "mixed": mixed, "mean_pass_rate": sum(solved.values()) / max(1, len(solved) * samples)}
+            "mixed": _mixed(solved, samples), "mean_pass_rate": right / max(1, len(solved) * samples),
+            "mixed_with_evidence": _mixed(grounded, samples),
+            "share_right_without_evidence": (right - sum(grounded.values())) / right if right else None}
+
+
+def _mixed(solved: Counter, samples: int) -> int:
+    return sum(1 for count in solved.values() if 0 < count < samples)
 
 
 def sampler_settings(args) -> dict:
@@ -120,7 +129,8 @@ def main(argv=None) -> None:
     summary = {**histogram(records, args.samples), "model": args.model, "model_digest": digest}
     atomic_write_json(Path(args.out) / "pass_rates.json", summary)
     print(f"{summary['questions']} questions by correct samples of {args.samples}: {summary['by_correct_samples']}; "
-          f"mixed (GRPO has a signal): {summary['mixed']}  -> {args.out}/predictions.jsonl")
+          f"mixed (GRPO has a signal): {summary['mixed']}, {summary['mixed_with_evidence']} counting only answers "
+          f"given with all gold documents seen (answer_needs_evidence)  -> {args.out}/predictions.jsonl")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,15 @@ measure a completion that has tool turns but no mask refuses (ValueError) rather
 output. The answer is `eval.metrics.extract_answer` of the final assistant turn (one that makes no
 tool call); EM/F1 are the evaluation's, over the answer aliases.
 
+With `answer_needs_evidence: true` an answer is right only when the rollout also saw every gold
+document of its question (in a search result or opened; the environment records them): a right
+guess after no or too little search scores 0 in `em`/`f1`, and the length rewards treat it as wrong,
+so Kimi's bonus for the shortest right answer cannot go to a guess. Yes/no and two-way comparison
+questions have two possible answers: 30% of the SFT agent's right answers on the first 256 train_rl
+questions came without their gold documents seen, and the pass-rate filter keeps such questions
+because a guess is right only some of the time (stop 29). A question that names no gold documents
+asks for none.
+
 Length penalties apply, by default, to correct answers only (`length_penalty_scope: correct`):
 a wrong answer gets 0, so shortening can never beat answering and the agent is not pushed to give
 up. With `scope="all"` they follow their papers but still never give a wrong answer a positive
@@ -29,7 +38,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eval.metrics import best_em, best_f1, extract_answer
+from eval.metrics import best_em, best_f1, evidence_recall, extract_answer
 
 TRL_TOOL_ERROR = "{'error'"  # TRL's reply to a call it could not dispatch: str({"error": ...})
 TOOL_ERROR = "Error:"  # agent.tools' reply to a failed or refused call
@@ -82,8 +91,21 @@ def policy_lengths(completion_ids, tool_mask=None, completions=None) -> list[int
     return [len(ids) for ids in completion_ids]
 
 
-def _correct(completions, answers) -> list[bool]:
-    return [best_em(episode_view(c).prediction, a or []) == 1.0 for c, a in zip(completions, answers, strict=True)]
+def evidence_seen(environments) -> list[bool]:
+    """Per rollout: did it see every gold document of its question (True when the question names none)?"""
+    if environments is None:
+        raise ValueError("answer_needs_evidence needs the rollouts' environments (rl.environment.SearchEnvironment)")
+    return [evidence_recall(env.gold_doc_ids, env.documents_seen) in (None, 1.0) for env in environments]
+
+
+def _with_evidence(scores, environments, answer_needs_evidence: bool) -> list[float]:
+    if not answer_needs_evidence:
+        return scores
+    return [score if seen else 0.0 for score, seen in zip(scores, evidence_seen(environments), strict=True)]
+
+
+def _correct(completions, answers, environments=None, answer_needs_evidence: bool = False) -> list[bool]:
+    return [score == 1.0 for score in em(completions, answers, environments, answer_needs_evidence)]
 
 
 def _scoped(values, correct, scope) -> list[float]:
@@ -103,14 +125,16 @@ def _group_keys(n: int, prompts=None, id=None) -> list:
 
 
 # ---- the rewards --------------------------------------------------------------------------------
-def em(completions, answers, **kwargs) -> list[float]:
+def em(completions, answers, environments=None, answer_needs_evidence: bool = False, **kwargs) -> list[float]:
     """1 when the final answer matches an alias exactly (normalized), else 0."""
-    return [best_em(episode_view(c).prediction, a or []) for c, a in zip(completions, answers, strict=True)]
+    scores = [best_em(episode_view(c).prediction, a or []) for c, a in zip(completions, answers, strict=True)]
+    return _with_evidence(scores, environments, answer_needs_evidence)
 
 
-def f1(completions, answers, **kwargs) -> list[float]:
+def f1(completions, answers, environments=None, answer_needs_evidence: bool = False, **kwargs) -> list[float]:
     """Best token F1 of the final answer over the aliases."""
-    return [best_f1(episode_view(c).prediction, a or []) for c, a in zip(completions, answers, strict=True)]
+    scores = [best_f1(episode_view(c).prediction, a or []) for c, a in zip(completions, answers, strict=True)]
+    return _with_evidence(scores, environments, answer_needs_evidence)
 
 
 def format_reward(completions, max_tool_calls: int = 8, **kwargs) -> list[float]:
@@ -127,7 +151,8 @@ def format_reward(completions, max_tool_calls: int = 8, **kwargs) -> list[float]
 
 
 def kimi(completions, completion_ids, answers, tool_mask=None, prompts=None, id=None,
-         length_penalty_scope: str = "correct", **kwargs) -> list[float]:
+         length_penalty_scope: str = "correct", environments=None, answer_needs_evidence: bool = False,
+         **kwargs) -> list[float]:
     """Kimi k1.5 length reward, group-relative: lambda = 0.5 - (len - min_len) / (max_len - min_len)
     over the completions of one prompt (0 when all have the same length); correct answers get
     lambda, wrong ones 0 (scope=correct) or min(0, lambda) (scope=all, the paper's)."""
@@ -138,19 +163,21 @@ def kimi(completions, completion_ids, answers, tool_mask=None, prompts=None, id=
         group = [n for k, n in zip(keys, lengths) if k == key]
         low, high = min(group), max(group)
         lams.append(0.5 - (length - low) / (high - low) if high > low else 0.0)
-    return _scoped(lams, _correct(completions, answers), length_penalty_scope)
+    return _scoped(lams, _correct(completions, answers, environments, answer_needs_evidence), length_penalty_scope)
 
 
 def target(completions, completion_ids, answers, tool_mask=None, target_length: int = 64,
-           length_penalty_scope: str = "correct", **kwargs) -> list[float]:
+           length_penalty_scope: str = "correct", environments=None, answer_needs_evidence: bool = False,
+           **kwargs) -> list[float]:
     """L1-style: -|len - target| / target, clipped to [-1, 0]."""
     lengths = policy_lengths(completion_ids, tool_mask, completions)
     values = [-min(1.0, abs(n - target_length) / target_length) for n in lengths]
-    return _scoped(values, _correct(completions, answers), length_penalty_scope)
+    return _scoped(values, _correct(completions, answers, environments, answer_needs_evidence), length_penalty_scope)
 
 
 def overlong(completions, completion_ids, answers, tool_mask=None, overlong_max_tokens: int = 192,
-             overlong_buffer: int = 64, length_penalty_scope: str = "correct", **kwargs) -> list[float]:
+             overlong_buffer: int = 64, length_penalty_scope: str = "correct", environments=None,
+             answer_needs_evidence: bool = False, **kwargs) -> list[float]:
     """DAPO's soft overlong punishment (TRL's get_soft_overlong_punishment) on the policy's tokens:
     0 up to max - buffer, then linearly down to -1 at max, -1 beyond."""
     from trl.rewards import get_soft_overlong_punishment
@@ -158,14 +185,14 @@ def overlong(completions, completion_ids, answers, tool_mask=None, overlong_max_
     punish = get_soft_overlong_punishment(overlong_max_tokens, overlong_buffer)
     lengths = policy_lengths(completion_ids, tool_mask, completions)
     values = punish([[0] * n for n in lengths])
-    return _scoped(values, _correct(completions, answers), length_penalty_scope)
+    return _scoped(values, _correct(completions, answers, environments, answer_needs_evidence), length_penalty_scope)
 
 
 def tool_cost(completions, answers, tool_call_cost: float = 0.05, length_penalty_scope: str = "correct",
-              **kwargs) -> list[float]:
+              environments=None, answer_needs_evidence: bool = False, **kwargs) -> list[float]:
     """-cost per tool call the policy wrote."""
     values = [-tool_call_cost * episode_view(c).tool_calls for c in completions]
-    return _scoped(values, _correct(completions, answers), length_penalty_scope)
+    return _scoped(values, _correct(completions, answers, environments, answer_needs_evidence), length_penalty_scope)
 
 
 REWARDS: dict[str, Callable[..., list[float]]] = {

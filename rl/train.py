@@ -47,6 +47,9 @@ class RLScriptArguments:
     max_turn_tokens: int | None = field(default=None, metadata={
         "help": "new tokens per assistant turn (max_completion_length bounds the whole rollout, tool outputs included)"})
     reward_funcs: list[str] = field(default_factory=lambda: ["em", "kimi"], metadata={"help": "names from rl/rewards.py"})
+    answer_needs_evidence: bool = field(default=False, metadata={
+        "help": "an answer is right only if the rollout saw all its gold documents (rewards and the pass-rate filter): "
+                "a right guess scores 0 (rl/rewards.py)"})
     length_penalty_scope: str = field(default="correct", metadata={"help": "correct: length rewards only for correct answers; all"})
     target_length: int = field(default=64, metadata={"help": "policy tokens the `target` reward aims at"})
     overlong_max_tokens: int = field(default=192, metadata={"help": "`overlong`: -1 beyond this many policy tokens"})
@@ -117,7 +120,7 @@ as its environment, tool outputs masked out of the loss.
 
 - started from: `{start}`
 - questions: `{questions}` ({used} used)
-- rewards: {rewards} with weights {weights}; length penalties on {scope} answers, counting only the policy's tokens
+- rewards: {rewards} with weights {weights}; length penalties on {scope} answers, counting only the policy's tokens{evidence}
 - GRPO: {steps} steps, {num_generations} generations per question, max_completion_length {max_completion_length}
   (tool outputs included), turn cap {max_turn_tokens} tokens, learning rate {lr}, beta {beta}, seed {seed}
 - wall time: {seconds:.0f} s this run ({seconds_per_step:.1f} s/step)
@@ -141,10 +144,23 @@ def save_final(trainer, model_path: str, out: Path, card: dict) -> None:
         (tmp / "README.md").write_text(MODEL_CARD.format(**card))
 
 
+REWARD_SETTINGS = ("length_penalty_scope", "target_length", "overlong_max_tokens", "overlong_buffer", "tool_call_cost",
+                   "max_tool_calls", "answer_needs_evidence")
+
+
+def reward_settings(script) -> dict:
+    """The script arguments the reward functions take (each binds the ones its signature names)."""
+    return {key: getattr(script, key) for key in REWARD_SETTINGS}
+
+
 def script_settings(script) -> dict:
     """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
-    the bf16 actually used is in the training arguments, so it is left out."""
-    return {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
+    the bf16 actually used is in the training arguments, so it is left out. answer_needs_evidence is
+    left out while off, so runs from before it existed keep their fingerprint."""
+    settings = {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
+    if not settings["answer_needs_evidence"]:
+        del settings["answer_needs_evidence"]
+    return settings
 
 
 def fingerprints(script, training_args, model_path: str, weights: str) -> tuple[str, str]:
@@ -166,9 +182,7 @@ def main(argv=None) -> None:
     from rl.rewards import build_rewards
 
     script, training_args, model_args = parse_training_recipe((RLScriptArguments, GRPOConfig, ModelConfig), argv)
-    settings = {key: getattr(script, key) for key in ("length_penalty_scope", "target_length", "overlong_max_tokens",
-                                                       "overlong_buffer", "tool_call_cost", "max_tool_calls")}
-    rewards = build_rewards(script.reward_funcs, training_args.reward_weights, **settings)
+    rewards = build_rewards(script.reward_funcs, training_args.reward_weights, **reward_settings(script))
     from agent.models import checkpoint_digest
 
     model_path = resolve_start(model_args.model_name_or_path)
@@ -201,6 +215,7 @@ def main(argv=None) -> None:
     card = {"name": out.name, "start": model_args.model_name_or_path or DEFAULT_MODEL, "questions": script.questions,
             "used": stats["used"], "rewards": ", ".join(script.reward_funcs),
             "weights": training_args.reward_weights or [1.0] * len(rewards), "scope": script.length_penalty_scope,
+            "evidence": "; an answer is right only with all its gold documents seen" if script.answer_needs_evidence else "",
             "steps": trainer.state.global_step, "num_generations": training_args.num_generations,
             "max_completion_length": training_args.max_completion_length, "max_turn_tokens": script.max_turn_tokens,
             "lr": training_args.learning_rate, "beta": training_args.beta, "seed": training_args.seed,

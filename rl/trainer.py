@@ -27,7 +27,7 @@ from trl import GRPOTrainer
 
 from agent.tools import TOOL_NAMES
 from eval.metrics import evidence_recall
-from rl.rewards import episode_view
+from rl.rewards import em, episode_view, evidence_seen
 
 
 def add_response_parser(tokenizer):
@@ -102,3 +102,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             recalls = [evidence_recall(env.gold_doc_ids, env.documents_seen) for env in environments if env.gold_doc_ids]
             if recalls:
                 self._log_metric("episode/evidence_recall", sum(recalls) / len(recalls))
+            # right answers given without all the gold documents seen: guesses (yes/no, two-way comparisons)
+            right = em(completions, [env.answers for env in environments])
+            seen = evidence_seen(environments)
+            self._log_metric("episode/right_unseen", sum(r == 1.0 and not s for r, s in zip(right, seen, strict=True)) / n)

@@ -154,6 +154,30 @@ def test_rl_runs_pair_with_the_sft_they_started_from_and_seeds_pool(fixture_runs
             build_tables(fixture_runs, log=lambda line: None, seed_pools=[pool])
 
 
+def test_a_variant_pairs_with_its_base_stage_by_stage_and_seed_by_seed(fixture_runs):
+    from common.errors import UserError
+    from eval.tables import build_tables
+
+    write_result(fixture_runs, "rl", "world_test", ["Paris", "1874", "no", None], tokens=80, run="m-rlseed1")
+    write_result(fixture_runs, "rl", "world_test", ["Paris", "1874", "yes", None], tokens=30, run="v")
+    write_result(fixture_runs, "rl", "world_test", ["Paris", "1874", "yes", "Ada Vell"], tokens=50, run="v1")
+    for run in ("v1", "m"):  # both evaluated one base model: no row compares it with itself
+        out = write_result(fixture_runs, "base", "world_test", ["Paris", None, None, None], tokens=9, run=run)
+        metrics = json.loads((out / "metrics.json").read_text())
+        (out / "metrics.json").write_text(json.dumps({**metrics, "run": {**metrics["run"], "model": "tiny"}}))
+    tables = {t.name: t for t in build_tables(fixture_runs, log=lambda line: None, versus=[["v+v1", "m+m-rlseed1"], ["v1", "m"]])}
+    rows = {(row[0], row[1], row[2]): row for row in tables["paired"].rows}
+    pooled = rows[("v + v1", "SFT+RL: against m + m-rlseed1", "world_test")]  # the one stage all four runs have
+    # v (EM 0.75) pairs with m (1.0), v1 (1.0) with m-rlseed1 (0.5): 0.75 -> 0.875
+    assert pooled[3:5] == ["4 x 2", "0.750 -> 0.875"] and pooled[6] == "70 -> 40"
+    assert rows[("v1", "SFT+RL: against m", "world_test")][3:5] == ["4", "1.000 -> 1.000"]
+    assert [row[1] for row in tables["paired"].rows if row[0] in ("v1", "v + v1") and ": against" in row[1]] == \
+        ["SFT+RL: against m + m-rlseed1", "SFT+RL: against m"]
+    for pair in (["v+v1", "m"], ["v", "v"], ["v", "nope"]):
+        with pytest.raises(UserError, match=f"--versus {re.escape(' '.join(pair))}: name as many runs"):
+            build_tables(fixture_runs, log=lambda line: None, versus=[pair])
+
+
 def test_paired_table_matches_questions_by_id(fixture_runs):
     from eval.tables import build_tables
 

@@ -2,6 +2,8 @@
 import pytest
 
 from common.errors import UserError
+from types import SimpleNamespace
+
 from rl.rewards import REWARDS, build_rewards, em, episode_view, f1, format_reward, kimi, overlong, policy_lengths, target, tool_cost
 
 
@@ -132,6 +134,33 @@ def test_no_length_reward_gives_a_wrong_answer_a_gain():
             rewards = build_rewards([name], None, length_penalty_scope=scope, target_length=50,
                                     overlong_max_tokens=100, overlong_buffer=50, tool_call_cost=0.1)[0](**case)
             assert all(r <= 0 for r in rewards), (name, scope, rewards)
+
+
+def seen(*documents, gold=("ada", "kestrel")):
+    """A rollout's environment as the rewards read it: its question's gold ids and the ids it saw."""
+    return SimpleNamespace(gold_doc_ids=list(gold), documents_seen=list(documents))
+
+
+def test_answer_needs_evidence_scores_a_right_guess_as_wrong():
+    """Right answers count only with every gold document seen: a short right guess gets neither the
+    outcome reward nor Kimi's bonus (lambda still spans the whole group's lengths, as in the paper)."""
+    case = group([5, 40, 60, 20], [True, True, True, False])
+    case["environments"] = [seen(), seen("ada", "kestrel", "x"), seen("kestrel", "ada"), seen("ada", "kestrel")]
+    assert em(**case) == [1.0, 1.0, 1.0, 0.0]  # off by default: the guess (no document seen) scores
+    assert em(**case, answer_needs_evidence=True) == [0.0, 1.0, 1.0, 0.0]
+    assert f1(**case, answer_needs_evidence=True) == [0.0, 1.0, 1.0, 0.0]
+    assert kimi(**case) == [0.5, pytest.approx(0.5 - 35 / 55), -0.5, 0.0]
+    assert kimi(**case, answer_needs_evidence=True) == [0.0, pytest.approx(0.5 - 35 / 55), -0.5, 0.0]
+    half = dict(case, environments=[seen("ada")] * 4, completions=[SEARCHED] * 3 + [WRONG])  # 1 of 2 gold documents
+    settings = dict(overlong_max_tokens=40, overlong_buffer=30, target_length=10)
+    for name in ("kimi", "target", "overlong", "tool_cost"):
+        assert any(build_rewards([name], None, **settings)[0](**half)), name  # right: a length reward
+        assert build_rewards([name], None, answer_needs_evidence=True, **settings)[0](**half) == [0.0] * 4, name
+    passage = dict(case, environments=[seen("ada#2", "kestrel")] * 4)  # a passage id counts for its document
+    assert em(**passage, answer_needs_evidence=True) == [1.0, 1.0, 1.0, 0.0]
+    assert em(**dict(case, environments=[seen(gold=())] * 4), answer_needs_evidence=True) == [1.0, 1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="environments"):
+        em(completions=[DIRECT], answers=[["Kestrel"]], answer_needs_evidence=True)
 
 
 def test_build_rewards_binds_settings_and_checks_names_and_weights():

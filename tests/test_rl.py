@@ -239,7 +239,8 @@ def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):
     history = summary["log_history"]
     assert [row["step"] for row in history] == [1, 2]  # the step count continues across the resume
     for key in ("reward", "reward_std", "frac_reward_zero_std", "entropy", "rewards/em/mean", "rewards/kimi/mean",
-                "episode/answer_rate", "episode/tool_calls", "episode/policy_tokens", "tools/call_frequency"):
+                "episode/answer_rate", "episode/tool_calls", "episode/policy_tokens", "episode/right_unseen",
+                "tools/call_frequency"):
         assert all(key in row for row in history), key
     health = [json.loads(line) for line in (tmp_path / "rl/health.jsonl").read_text().splitlines()]
     assert [row["step"] for row in health] == [1, 2]  # one row per step of this run, none replayed
@@ -314,16 +315,50 @@ def test_pass_rate_filter(tmp_path):
     questions, stats = load_questions(script)
     assert [q["id"] for q in questions] == ["q1", "q2"]  # q0 is solved; q3 has no record: not measured, dropped
     assert stats["measured"] == 3 and stats["kept_by_pass_rate"] == 2
+    # with answer_needs_evidence, a right answer without all gold documents seen counts as wrong
+    for row, recall in zip(rows, [0.5, None, 1.0, 1.0]):
+        row["evidence_recall"] = recall
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    script.answer_needs_evidence = True
+    assert [q["id"] for q in load_questions(script)[0]] == ["q0", "q1", "q2"]  # q0's right answer saw half its evidence
+    del rows[0]["evidence_recall"]  # a raw agent.run line: the ids it saw decide
+    rows[0].update(gold_doc_ids=["d1", "d2"], retrieved=["d2"], opened=["d1#3"])  # a passage counts for its document
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [q["id"] for q in load_questions(script)[0]] == ["q1", "q2"]  # q0 solved with its evidence seen
+    del rows[0]["opened"]
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UserError, match="line 1: .*with id, prediction, gold_doc_ids, retrieved and opened; use the"):
+        load_questions(script)
+
+
+def test_answer_needs_evidence_reaches_the_rewards_and_keeps_old_fingerprints():
+    from trl import GRPOConfig, ModelConfig
+
+    from common.recipe import parse_recipe
+    from rl.rewards import build_rewards
+    from rl.train import RLScriptArguments, reward_settings, script_settings
+
+    script = RLScriptArguments()
+    assert "answer_needs_evidence" not in script_settings(script)  # off: stop-28 runs keep their fingerprint
+    script, *_ = parse_recipe((RLScriptArguments, GRPOConfig, ModelConfig), ["--config", "recipes/smollm2-135m/rl.yaml", "--answer_needs_evidence", "true"])
+    assert script_settings(script)["answer_needs_evidence"] is True
+    rewards = build_rewards(["em", "kimi", "format"], None, **reward_settings(script))
+    assert [r.settings.get("answer_needs_evidence") for r in rewards] == [True, True, None]
 
 
 def test_pass_rate_histogram():
     from rl.pass_rate import histogram
 
-    records = [{"id": "a", "em": 1.0}, {"id": "a", "em": 0.0}, {"id": "b", "em": 0.0}, {"id": "b", "em": 0.0},
-               {"id": "c", "em": 1.0}, {"id": "c", "em": 1.0}]
+    records = [{"id": i, "em": em, "evidence_recall": 1.0} for i, em in [("a", 1.0), ("a", 0.0), ("b", 0.0), ("b", 0.0),
+                                                                     ("c", 1.0), ("c", 1.0)]]
     summary = histogram(records, 2)
     assert summary["by_correct_samples"] == {"0": 1, "1": 1, "2": 1}
     assert summary["mixed"] == 1 and summary["mean_pass_rate"] == 0.5
+    assert summary["mixed_with_evidence"] == 1 and summary["share_right_without_evidence"] == 0.0
+    records[4]["evidence_recall"] = 0.5  # c: one of its two right samples had not seen the gold documents
+    summary = histogram(records, 2)
+    assert summary["mixed"] == 1 and summary["mixed_with_evidence"] == 2
+    assert summary["share_right_without_evidence"] == pytest.approx(1 / 3)
 
 
 def test_pass_rate_samples_resume_and_feed_the_filter(store, tmp_path, tiny):
