@@ -29,6 +29,9 @@ def _pyplot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from cycler import cycler
+    # 20 colours instead of 10: a results folder with seeds and variants has more than 10 rows
+    plt.rcParams["axes.prop_cycle"] = cycler(color=plt.cm.tab20.colors)
     return plt
 
 
@@ -49,24 +52,26 @@ def plot_em_vs_tokens(results: list[Result], path: Path) -> bool:
     if not points:
         return False
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    for i, (label, (tokens, em)) in enumerate(points.items()):
-        ax.scatter(tokens, em, s=36)  # staggered labels: baselines often share a point near (few tokens, 0 EM)
-        ax.annotate(label, (tokens, em), textcoords="offset points", xytext=(5, 4 + 10 * (i % 3)), fontsize=8)
+    fig, ax = plt.subplots(figsize=(10, 4.6))
+    # numbers at the points and names in the legend: with many runs the points crowd, and names beside
+    # them overlap; staggered numbers for the baselines, which often share a point near (few tokens, 0 EM)
+    for i, (label, (tokens, em)) in enumerate(points.items(), 1):
+        ax.scatter(tokens, em, s=36, label=f"{i}. {label}")
+        ax.annotate(str(i), (tokens, em), textcoords="offset points", xytext=(4, 3 + 8 * (i % 3)), fontsize=8)
     front = pareto_front(list(points.values()))
     ax.plot(*zip(*front), linestyle="--", color="gray", label="Pareto front")
     ax.set_xlabel("policy tokens per episode")
     ax.set_ylabel("EM")
     ax.set_title(f"EM vs tokens ({', '.join(common)})", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(plt, fig, path)
 
 
 def plot_em_by_hops(results: list[Result], path: Path) -> bool:
     rows, common = _rows(results)
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    fig, ax = plt.subplots(figsize=(9.5, 4.4))
     drawn = False
     for (run, stage), chosen in rows.items():
         groups = {hops: g for hops, g in pooled_breakdown(chosen, "hops").items() if hops is not None}
@@ -82,7 +87,7 @@ def plot_em_by_hops(results: list[Result], path: Path) -> bool:
     ax.set_xticks(sorted({h for chosen in rows.values() for h in pooled_breakdown(chosen, "hops") if h is not None}))
     ax.set_title(f"EM by number of hops ({', '.join(common)})", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(plt, fig, path)
 
 

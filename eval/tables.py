@@ -315,7 +315,7 @@ def timing_table(runs: Path) -> Table:
                                fmt(data.get("cpu_share"), 2)])
     table.rows.sort(key=lambda row: ["datastore", "questions", "trajectories", "train", "eval"].index(row[0].split(" ")[0]))
     table.note = ("Eval seconds count only the episodes run by the latest call (reused results cost nothing). CPU share: "
-                  "the stage's CPU time over wall time x torch threads (lowest benchmark for eval); well under ~0.9 on "
+                  "the stage's CPU time over wall time x torch threads (for eval: while its episodes ran, lowest benchmark); well under ~0.9 on "
                   "a CPU run means another job shared the machine and the time is not the recipe's.")
     return table
 
