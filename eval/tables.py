@@ -186,7 +186,7 @@ def pairs_for(rows: dict, starts: dict, run: str, stage: str, against: str):
 
 
 def paired_table(results: list[Result], starts: dict | None = None, seed_pools: list[list[str]] = (),
-                 versus: list[tuple[list[str], list[str]]] = ()) -> Table:
+                 versus: list[tuple[list[str], list[str]]] = (), log=print) -> Table:
     table = Table("paired", "RL against SFT, and the length penalty against none: paired differences",
                   ["model", "comparison", "benchmark", "n", "EM", "EM difference [95% CI]", "policy tokens",
                    "token change [95% CI]", "tool calls"])
@@ -194,6 +194,10 @@ def paired_table(results: list[Result], starts: dict | None = None, seed_pools: 
     for run, stage in rows:
         for wanted, against, label in COMPARISONS:
             pair = pairs_for(rows, starts, run, stage, against) if stage == wanted else None
+            if stage == wanted and against == "sft" and not pair:
+                sft = starts.get((run, stage), (run, "sft"))
+                log(f"no paired row for {run}/{stage}: the SFT it started from ({'/'.join(sft)}) has no evaluation; "
+                    f"evaluate it with `python -m eval.run ... --run_name {sft[0]} --stages sft`")
             for group, members in comparison_groups(*pair) if pair else []:
                 new, old = paired_records(*pair, members)
                 if new:
@@ -331,7 +335,7 @@ def build_tables(runs: Path, log=print, results: list[Result] | None = None, see
             raise UserError(f"--pool {' '.join(pool)}: name two or more different runs with results under {runs}/ "
                             f"(these have: {', '.join(sorted(known))})")
     versus = [check_versus(pair, known, runs) for pair in versus]
-    tables = [main_table(results), ablation_table(results), paired_table(results, rl_starts(runs), seed_pools, versus),
+    tables = [main_table(results), ablation_table(results), paired_table(results, rl_starts(runs), seed_pools, versus, log),
               breakdown_table(results, "hops", "EM by number of hops"),
               breakdown_table(results, "type", "EM by question type"),
               breakdown_table(results, "pool_hops", "EM by phrasing pool and hops")]

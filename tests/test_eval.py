@@ -173,6 +173,9 @@ def test_a_variant_pairs_with_its_base_stage_by_stage_and_seed_by_seed(fixture_r
     assert rows[("v1", "SFT+RL: against m", "world_test")][3:5] == ["4", "1.000 -> 1.000"]
     assert [row[1] for row in tables["paired"].rows if row[0] in ("v1", "v + v1") and ": against" in row[1]] == \
         ["SFT+RL: against m + m-rlseed1", "SFT+RL: against m"]
+    lines = []
+    build_tables(fixture_runs, log=lines.append)
+    assert "no paired row for v/rl: the SFT it started from (v/sft) has no evaluation" in "\n".join(lines)
     for pair in (["v+v1", "m"], ["v", "v"], ["v", "nope"]):
         with pytest.raises(UserError, match=f"--versus {re.escape(' '.join(pair))}: name as many runs"):
             build_tables(fixture_runs, log=lambda line: None, versus=[pair])
