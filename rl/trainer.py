@@ -26,8 +26,8 @@ import torch
 from trl import GRPOTrainer
 
 from agent.tools import TOOL_NAMES
-from eval.metrics import evidence_recall
-from rl.rewards import em, episode_view, evidence_seen
+from eval.metrics import best_em, evidence_recall
+from rl.rewards import episode_view
 
 
 def add_response_parser(tokenizer):
@@ -99,10 +99,11 @@ class AgentGRPOTrainer(GRPOTrainer):
         environments = self.environments or []
         if environments and hasattr(environments[0], "documents_seen"):
             self._log_metric("episode/documents_seen", sum(len(env.documents_seen) for env in environments) / len(environments))
-            recalls = [evidence_recall(env.gold_doc_ids, env.documents_seen) for env in environments if env.gold_doc_ids]
-            if recalls:
-                self._log_metric("episode/evidence_recall", sum(recalls) / len(recalls))
+            recalls = [evidence_recall(env.gold_doc_ids, env.documents_seen) for env in environments]
+            known = [recall for recall in recalls if recall is not None]  # None: the question names no gold documents
+            if known:
+                self._log_metric("episode/evidence_recall", sum(known) / len(known))
             # right answers given without all the gold documents seen: guesses (yes/no, two-way comparisons)
-            right = em(completions, [env.answers for env in environments])
-            seen = evidence_seen(environments)
-            self._log_metric("episode/right_unseen", sum(r == 1.0 and not s for r, s in zip(right, seen, strict=True)) / n)
+            unseen = sum(best_em(view.prediction, env.answers) == 1.0 and recall not in (None, 1.0)
+                         for view, env, recall in zip(views, environments, recalls, strict=True))
+            self._log_metric("episode/right_unseen", unseen / n)
