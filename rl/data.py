@@ -3,6 +3,9 @@
 Each row's `prompt` is the agent's own first messages (agent.prompt.first_messages), conversational,
 so TRL renders it with the tool schema exactly as the agent does; `id`, `answers` and `gold_doc_ids`
 travel with it to the environment's reset() and to the reward functions.
+
+The filter reads agent.run episodes and scores them by the rewards' rules (record_score,
+record_evidence_reward; tests/test_rl.py checks they agree with rl.rewards on the same episodes).
 """
 from __future__ import annotations
 
@@ -13,14 +16,32 @@ from pathlib import Path
 from common.errors import UserError
 
 
-def evidence_was_seen(record: dict) -> bool:
-    """Did an agent.run episode see all its question's gold documents (True where it names none)?
+def record_recall(record: dict) -> float | None:
+    """An agent.run episode's evidence recall (None where its question names no gold documents).
     Scored records carry evidence_recall; a raw predictions.jsonl line has the ids to compute it."""
     from eval.metrics import evidence_recall
 
-    recall = record["evidence_recall"] if "evidence_recall" in record else evidence_recall(
-        record["gold_doc_ids"], record["retrieved"] + record["opened"])
-    return recall in (None, 1.0)
+    if "evidence_recall" in record:
+        return record["evidence_recall"]
+    return evidence_recall(record["gold_doc_ids"], record["retrieved"] + record["opened"])
+
+
+def evidence_was_seen(record: dict) -> bool:
+    """Did the episode see all its question's gold documents (True where it names none)?"""
+    return record_recall(record) in (None, 1.0)
+
+
+def record_score(record: dict, needs_evidence: bool = False) -> float:
+    """An episode's EM as the `em` reward scores it: with needs_evidence, 0 unless the evidence was seen."""
+    from eval.metrics import best_em
+
+    score = record["em"] if "em" in record else best_em(record.get("prediction"), record.get("answers") or [])
+    return 0.0 if needs_evidence and not evidence_was_seen(record) else float(score)
+
+
+def record_evidence_reward(record: dict) -> float:
+    """The `evidence` reward of an episode: its evidence recall if it answered, else 0."""
+    return float(record_recall(record) or 0.0) if record.get("prediction") is not None else 0.0
 
 
 def pass_rates(path: str, needs_evidence: bool = False) -> dict[str, float]:
@@ -28,8 +49,6 @@ def pass_rates(path: str, needs_evidence: bool = False) -> dict[str, float]:
 
     With needs_evidence a right answer counts only when the episode saw all its gold documents
     (evidence_was_seen), as the rewards count it with answer_needs_evidence."""
-    from eval.metrics import best_em
-
     if not Path(path).is_file():
         raise UserError(f"pass_rate_file {path} does not exist; run `make pass-rate` first (python -m rl.pass_rate "
                         f"--model <sft> --questions <train_rl.jsonl> --out <dir>: <dir>/predictions.jsonl), or drop pass_rate_file")
@@ -39,10 +58,7 @@ def pass_rates(path: str, needs_evidence: bool = False) -> dict[str, float]:
             continue
         try:
             record = json.loads(line)
-            score = record["em"] if "em" in record else best_em(record.get("prediction"), record.get("answers") or [])
-            if needs_evidence and not evidence_was_seen(record):
-                score = 0.0
-            scores[record["id"]].append(float(score))
+            scores[record["id"]].append(record_score(record, needs_evidence))
         except (json.JSONDecodeError, KeyError, TypeError):
             fields = "id, prediction, gold_doc_ids, retrieved and opened" if needs_evidence else "id and prediction"
             raise UserError(f"{path}, line {lineno}: expected an agent.run prediction record with {fields}; "

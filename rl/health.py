@@ -4,7 +4,7 @@ GRPO fails quietly: the policy stops answering (length penalties can teach it to
 entropy collapses, or every group gets the same reward so the advantages are zero. The callback
 reads TRL's log rows (reward, reward_std, frac_reward_zero_std, entropy, kl, completions/* (TRL
 counts only the policy's tokens there), tools/*) and the trainer's episode metrics (episode/answer_rate, tool_calls, invalid_call_rate,
-policy_tokens, evidence_recall, right_unseen: right answers given without all gold documents seen), appends them to `<output_dir>/health.jsonl`, prints a `health warning:` line when
+policy_tokens, evidence_recall, gold_docs: how many gold documents the step's questions have, right_unseen: right answers given without all gold documents seen), appends them to `<output_dir>/health.jsonl`, prints a `health warning:` line when
 a signal collapses, and plots `<output_dir>/health.png` when training ends.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ SIGNALS = [
     ("entropy", "entropy"), ("kl", "KL to reference"), ("episode/policy_tokens", "policy tokens / episode"),
     ("episode/tool_calls", "tool calls / episode"), ("tools/failure_frequency", "tool calls TRL could not run"),
     ("episode/answer_rate", "answer rate"), ("episode/invalid_call_rate", "invalid-call rate"),
-    ("episode/evidence_recall", "evidence recall"), ("episode/right_unseen", "right without the evidence seen"),
+    ("episode/evidence_recall", "evidence recall"), ("episode/gold_docs", "gold documents of the step's question(s)"), ("episode/right_unseen", "right without the evidence seen"),
     ("rewards/em/mean", "EM reward"),
 ]
 

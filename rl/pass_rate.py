@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from common.errors import cli_main
 from common.io import atomic_write_json, atomic_write_text, config_hash, file_sha256
 
 from agent.tools import DEFAULT_K
-from rl.data import evidence_was_seen
+from rl.data import record_evidence_reward, record_score
 
 # 2 since stop 27: sample i is drawn with seed + i (before, agent.run's own default seed made every
 # sample the same episodes), so samples of version 1 are drawn again rather than reused
@@ -59,19 +59,22 @@ def sample_argv(args, index: int) -> list[str]:
 
 
 def histogram(records: list[dict], samples: int) -> dict:
-    """Questions by number of correct samples (0..samples) and how many GRPO could learn from; the
-    same counting only answers whose episode saw all the gold documents (answer_needs_evidence)."""
-    solved, grounded = Counter(), Counter()
+    """Questions by number of correct samples (0..samples) and how many GRPO could learn from: with
+    `em`; counting only answers whose episode saw all the gold documents (answer_needs_evidence); and
+    with the `evidence` reward, whose value differs between samples of more questions than EM's."""
+    solved, grounded, evidence = Counter(), Counter(), defaultdict(set)
     for record in records:
-        solved[record["id"]] += record["em"] > 0
-        grounded[record["id"]] += record["em"] > 0 and evidence_was_seen(record)
+        solved[record["id"]] += record_score(record) > 0
+        grounded[record["id"]] += record_score(record, needs_evidence=True) > 0
+        evidence[record["id"]].add(record_evidence_reward(record))
     by_count = Counter(solved.values())
     right = sum(solved.values())
     return {"questions": len(solved), "samples": samples,
             "by_correct_samples": {str(c): by_count.get(c, 0) for c in range(samples + 1)},
             "mixed": _mixed(solved, samples), "mean_pass_rate": right / max(1, len(solved) * samples),
             "mixed_with_evidence": _mixed(grounded, samples),
-            "share_right_without_evidence": (right - sum(grounded.values())) / right if right else None}
+            "share_right_without_evidence": (right - sum(grounded.values())) / right if right else None,
+            "evidence_reward_spread": sum(len(values) > 1 for values in evidence.values())}
 
 
 def _mixed(solved: Counter, samples: int) -> int:
@@ -130,7 +133,8 @@ def main(argv=None) -> None:
     atomic_write_json(Path(args.out) / "pass_rates.json", summary)
     print(f"{summary['questions']} questions by correct samples of {args.samples}: {summary['by_correct_samples']}; "
           f"mixed (GRPO has a signal): {summary['mixed']}, {summary['mixed_with_evidence']} counting only answers "
-          f"given with all gold documents seen (answer_needs_evidence)  -> {args.out}/predictions.jsonl")
+          f"given with all gold documents seen (answer_needs_evidence), {summary['evidence_reward_spread']} with a spread of "
+          f"the `evidence` reward  -> {args.out}/predictions.jsonl")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,14 @@ questions came without their gold documents seen, and the pass-rate filter keeps
 because a guess is right only some of the time (stop 29). A question that names no gold documents
 asks for none.
 
+`evidence` is a retrieval reward, not an outcome: the share of the question's gold documents the
+rollout saw, paid only to rollouts that end with an answer (so searching on without answering
+never pays). On questions the SFT agent never answers right, every rollout's `em` is 0 and GRPO
+has nothing to learn from; how much of the evidence a rollout found still differs within the group.
+Mind GRPOConfig's `scale_rewards`: TRL's default ("group") divides a group's advantages by its
+reward std, so a spread of 0.1 in `evidence` alone moves the policy as hard as a right answer does;
+in stop 30 that taught a malformed `find` no reward asked for, and `none` did not (docs/lab_notebook.md).
+
 Length penalties apply, by default, to correct answers only (`length_penalty_scope: correct`):
 a wrong answer gets 0, so shortening can never beat answering and the agent is not pushed to give
 up. With `scope="all"` they follow their papers but still never give a wrong answer a positive
@@ -137,6 +145,18 @@ def f1(completions, answers, environments=None, answer_needs_evidence: bool = Fa
     return _with_evidence(scores, environments, answer_needs_evidence)
 
 
+def evidence(completions, environments=None, **kwargs) -> list[float]:
+    """Evidence recall (gold documents seen / gold documents) for answered rollouts; 0 without an
+    answer or when the question names no gold documents."""
+    if environments is None:
+        raise ValueError("the evidence reward needs the rollouts' environments (rl.environment.SearchEnvironment)")
+    scores = []
+    for completion, env in zip(completions, environments, strict=True):
+        recall = evidence_recall(env.gold_doc_ids, env.documents_seen)
+        scores.append(float(recall or 0.0) if episode_view(completion).answered else 0.0)
+    return scores
+
+
 def format_reward(completions, max_tool_calls: int = 8, **kwargs) -> list[float]:
     """Penalty in [-2, 0]: -1 without an <answer>, -0.5 x the share of invalid calls, -0.5 when the
     episode overran its budget (more calls than the prompt allows, or stopped with a call pending)."""
@@ -196,7 +216,7 @@ def tool_cost(completions, answers, tool_call_cost: float = 0.05, length_penalty
 
 
 REWARDS: dict[str, Callable[..., list[float]]] = {
-    "em": em, "f1": f1, "format": format_reward,
+    "em": em, "f1": f1, "evidence": evidence, "format": format_reward,
     "kimi": kimi, "target": target, "overlong": overlong, "tool_cost": tool_cost,
 }
 LENGTH_REWARDS = ("kimi", "target", "overlong", "tool_cost")

@@ -98,6 +98,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._log_metric("episode/policy_tokens", sum(sum(mask) for mask in masks) / n)
         environments = self.environments or []
         if environments and hasattr(environments[0], "documents_seen"):
+            # with one question per step, its number of gold documents (its hops, for the world's questions)
+            self._log_metric("episode/gold_docs", sum(len(env.gold_doc_ids) for env in environments) / len(environments))
             self._log_metric("episode/documents_seen", sum(len(env.documents_seen) for env in environments) / len(environments))
             recalls = [evidence_recall(env.gold_doc_ids, env.documents_seen) for env in environments]
             known = [recall for recall in recalls if recall is not None]  # None: the question names no gold documents

@@ -4,7 +4,7 @@ import pytest
 from common.errors import UserError
 from types import SimpleNamespace
 
-from rl.rewards import REWARDS, build_rewards, em, episode_view, f1, format_reward, kimi, overlong, policy_lengths, target, tool_cost
+from rl.rewards import REWARDS, build_rewards, em, episode_view, evidence, f1, format_reward, kimi, overlong, policy_lengths, target, tool_cost
 
 
 def call(name, **arguments):
@@ -163,6 +163,19 @@ def test_answer_needs_evidence_scores_a_right_guess_as_wrong():
         em(completions=[DIRECT], answers=[["Kestrel"]], answer_needs_evidence=True)
 
 
+def test_evidence_reward_pays_recall_to_answered_rollouts_only():
+    """The share of gold documents seen, right answer or not; nothing without an answer (searching on
+    without answering never pays) or when the question names no gold documents."""
+    rollouts = [SEARCHED, WRONG, WRONG, NO_TAG, PENDING, WRONG]
+    environments = [seen("ada", "kestrel"), seen("ada#2", "x"), seen(), seen("ada", "kestrel"), seen("ada", "kestrel"),
+                    seen("ada", gold=())]
+    assert evidence(completions=rollouts, environments=environments) == [1.0, 0.5, 0.0, 0.0, 0.0, 0.0]
+    bound = build_rewards(["em", "evidence"], [1.0, 0.5])[1]
+    assert bound.settings == {} and bound(completions=rollouts[:2], environments=environments[:2], answers=[["Kestrel"]] * 2) == [1.0, 0.5]
+    with pytest.raises(ValueError, match="environments"):
+        evidence(completions=[WRONG])
+
+
 def test_build_rewards_binds_settings_and_checks_names_and_weights():
     funcs = build_rewards(["em", "format", "kimi"], [1.0, 0.5, 1.0], max_tool_calls=3, length_penalty_scope="all")
     assert [f.__name__ for f in funcs] == ["em", "format", "kimi"]
@@ -177,4 +190,4 @@ def test_build_rewards_binds_settings_and_checks_names_and_weights():
         build_rewards(["em", "kimi"], [1.0])
     with pytest.raises(UserError, match="length_penalty_scope must be one of correct, all"):
         build_rewards(["kimi"], length_penalty_scope="wrong")
-    assert set(REWARDS) == {"em", "f1", "format", "kimi", "target", "overlong", "tool_cost"}
+    assert set(REWARDS) == {"em", "f1", "evidence", "format", "kimi", "target", "overlong", "tool_cost"}

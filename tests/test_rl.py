@@ -240,8 +240,9 @@ def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):
     assert [row["step"] for row in history] == [1, 2]  # the step count continues across the resume
     for key in ("reward", "reward_std", "frac_reward_zero_std", "entropy", "rewards/em/mean", "rewards/kimi/mean",
                 "episode/answer_rate", "episode/tool_calls", "episode/policy_tokens", "episode/right_unseen",
-                "tools/call_frequency"):
+                "episode/gold_docs", "tools/call_frequency"):
         assert all(key in row for row in history), key
+    assert all(row["episode/gold_docs"] == 1.0 for row in history)  # each test question names one gold document
     health = [json.loads(line) for line in (tmp_path / "rl/health.jsonl").read_text().splitlines()]
     assert [row["step"] for row in health] == [1, 2]  # one row per step of this run, none replayed
     assert (tmp_path / "rl/health.png").stat().st_size > 5000
@@ -349,16 +350,37 @@ def test_answer_needs_evidence_reaches_the_rewards_and_keeps_old_fingerprints():
 def test_pass_rate_histogram():
     from rl.pass_rate import histogram
 
-    records = [{"id": i, "em": em, "evidence_recall": 1.0} for i, em in [("a", 1.0), ("a", 0.0), ("b", 0.0), ("b", 0.0),
-                                                                     ("c", 1.0), ("c", 1.0)]]
+    records = [{"id": i, "em": em, "evidence_recall": 1.0, "prediction": "x"}
+               for i, em in [("a", 1.0), ("a", 0.0), ("b", 0.0), ("b", 0.0), ("c", 1.0), ("c", 1.0)]]
     summary = histogram(records, 2)
     assert summary["by_correct_samples"] == {"0": 1, "1": 1, "2": 1}
     assert summary["mixed"] == 1 and summary["mean_pass_rate"] == 0.5
     assert summary["mixed_with_evidence"] == 1 and summary["share_right_without_evidence"] == 0.0
+    assert summary["evidence_reward_spread"] == 0  # every sample saw all its evidence and answered
     records[4]["evidence_recall"] = 0.5  # c: one of its two right samples had not seen the gold documents
+    records[3]["prediction"] = None  # b: never right, but one sample answered (recall 1) and one did not
     summary = histogram(records, 2)
     assert summary["mixed"] == 1 and summary["mixed_with_evidence"] == 2
     assert summary["share_right_without_evidence"] == pytest.approx(1 / 3)
+    assert summary["evidence_reward_spread"] == 2  # b and c: the `evidence` reward differs between their samples
+
+
+def test_pass_rate_records_score_as_the_rewards_do():
+    """The pass-rate filter and histogram read agent.run records; the rewards read rollouts. Same rule."""
+    from types import SimpleNamespace
+
+    from rl.data import record_evidence_reward, record_score
+    from rl.rewards import em, evidence
+
+    cases = [("Kestrel", ["ada#1"], ["kestrel"]), ("Kestrel", ["ada"], []), (None, ["ada", "kestrel"], []), ("Norvania", [], ["ada"])]
+    for prediction, retrieved, opened in cases:
+        record = {"id": "q", "prediction": prediction, "answers": ["Kestrel"], "gold_doc_ids": ["ada", "kestrel"],
+                  "retrieved": retrieved, "opened": opened}
+        rollout = [{"role": "assistant", "content": f"<answer>{prediction}</answer>" if prediction else "I give up."}]
+        env = SimpleNamespace(gold_doc_ids=["ada", "kestrel"], documents_seen=retrieved + opened)
+        assert record_evidence_reward(record) == evidence([rollout], environments=[env])[0], record
+        for needs in (False, True):
+            assert record_score(record, needs) == em([rollout], [["Kestrel"]], [env], answer_needs_evidence=needs)[0], record
 
 
 def test_pass_rate_samples_resume_and_feed_the_filter(store, tmp_path, tiny):
