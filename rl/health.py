@@ -25,7 +25,8 @@ SIGNALS = [
     ("entropy", "entropy"), ("kl", "KL to reference"), ("episode/policy_tokens", "policy tokens / episode"),
     ("episode/tool_calls", "tool calls / episode"), ("tools/failure_frequency", "tool calls TRL could not run"),
     ("episode/answer_rate", "answer rate"), ("episode/invalid_call_rate", "invalid-call rate"),
-    ("episode/evidence_recall", "evidence recall"), ("episode/gold_docs", "gold documents of the step's question(s)"), ("episode/right_unseen", "right without the evidence seen"),
+    ("episode/evidence_recall", "evidence recall"), ("episode/gold_docs", "gold documents of the step's question(s)"),
+    ("episode/right_unseen", "right without the evidence seen"),
     ("rewards/em/mean", "EM reward"),
 ]
 

@@ -23,7 +23,7 @@ from common.errors import cli_main
 from common.io import atomic_write_json, atomic_write_text, config_hash, file_sha256
 
 from agent.tools import DEFAULT_K
-from rl.data import record_evidence_reward, record_score
+from rl.data import evidence_was_seen, record_evidence_reward, record_score
 
 # 2 since stop 27: sample i is drawn with seed + i (before, agent.run's own default seed made every
 # sample the same episodes), so samples of version 1 are drawn again rather than reused
@@ -64,8 +64,9 @@ def histogram(records: list[dict], samples: int) -> dict:
     with the `evidence` reward, whose value differs between samples of more questions than EM's."""
     solved, grounded, evidence = Counter(), Counter(), defaultdict(set)
     for record in records:
-        solved[record["id"]] += record_score(record) > 0
-        grounded[record["id"]] += record_score(record, needs_evidence=True) > 0
+        is_right = record_score(record) > 0
+        solved[record["id"]] += is_right
+        grounded[record["id"]] += is_right and evidence_was_seen(record)
         evidence[record["id"]].add(record_evidence_reward(record))
     by_count = Counter(solved.values())
     right = sum(solved.values())

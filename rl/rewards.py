@@ -99,11 +99,16 @@ def policy_lengths(completion_ids, tool_mask=None, completions=None) -> list[int
     return [len(ids) for ids in completion_ids]
 
 
+def evidence_recalls(environments, needed_by: str) -> list[float | None]:
+    """Per rollout: the share of its question's gold documents it saw (None when the question names none)."""
+    if environments is None:
+        raise ValueError(f"{needed_by} needs the rollouts' environments (rl.environment.SearchEnvironment)")
+    return [evidence_recall(env.gold_doc_ids, env.documents_seen) for env in environments]
+
+
 def evidence_seen(environments) -> list[bool]:
     """Per rollout: did it see every gold document of its question (True when the question names none)?"""
-    if environments is None:
-        raise ValueError("answer_needs_evidence needs the rollouts' environments (rl.environment.SearchEnvironment)")
-    return [evidence_recall(env.gold_doc_ids, env.documents_seen) in (None, 1.0) for env in environments]
+    return [recall in (None, 1.0) for recall in evidence_recalls(environments, "answer_needs_evidence")]
 
 
 def _with_evidence(scores, environments, answer_needs_evidence: bool) -> list[float]:
@@ -148,13 +153,9 @@ def f1(completions, answers, environments=None, answer_needs_evidence: bool = Fa
 def evidence(completions, environments=None, **kwargs) -> list[float]:
     """Evidence recall (gold documents seen / gold documents) for answered rollouts; 0 without an
     answer or when the question names no gold documents."""
-    if environments is None:
-        raise ValueError("the evidence reward needs the rollouts' environments (rl.environment.SearchEnvironment)")
-    scores = []
-    for completion, env in zip(completions, environments, strict=True):
-        recall = evidence_recall(env.gold_doc_ids, env.documents_seen)
-        scores.append(float(recall or 0.0) if episode_view(completion).answered else 0.0)
-    return scores
+    recalls = evidence_recalls(environments, "the evidence reward")
+    return [float(recall or 0.0) if episode_view(completion).answered else 0.0
+            for completion, recall in zip(completions, recalls, strict=True)]
 
 
 def format_reward(completions, max_tool_calls: int = 8, **kwargs) -> list[float]:
