@@ -1,11 +1,14 @@
 """Training health: each logged step's signals to health.jsonl, warnings on collapse, a PNG at the end.
 
-GRPO fails quietly: the policy stops answering (length penalties can teach it to give up), its
-entropy collapses, or every group gets the same reward so the advantages are zero. The callback
-reads TRL's log rows (reward, reward_std, frac_reward_zero_std, entropy, kl, completions/* (TRL
-counts only the policy's tokens there), tools/*) and the trainer's episode metrics (episode/answer_rate, tool_calls, invalid_call_rate,
-policy_tokens, evidence_recall, gold_docs: how many gold documents the step's questions have, right_unseen: right answers given without all gold documents seen), appends them to `<output_dir>/health.jsonl`, prints a `health warning:` line when
-a signal collapses, and plots `<output_dir>/health.png` when training ends.
+GRPO fails quietly: the policy stops answering (length penalties can teach it to give up), stops
+searching after one call, its entropy collapses, or every group gets the same reward so the
+advantages are zero. The callback reads TRL's log rows (reward, reward_std, frac_reward_zero_std,
+entropy, kl, completions/* (TRL counts only the policy's tokens there), tools/*) and the trainer's
+episode metrics (episode/answer_rate, tool_calls, invalid_call_rate, policy_tokens,
+evidence_recall, gold_docs: how many gold documents the step's questions have, right_unseen: right
+answers given without all gold documents seen, invalid/<tool>: invalid calls per episode by tool,
+drawn in one panel), appends them to `<output_dir>/health.jsonl`, prints a `health warning:` line
+when a signal collapses, and plots `<output_dir>/health.png` when training ends.
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ SIGNALS = [
     ("episode/right_unseen", "right without the evidence seen"),
     ("rewards/em/mean", "EM reward"),
 ]
+# (key prefix, panel title): one panel, a line per key (the trainer's invalid calls per episode, by tool)
+GROUPS = [("episode/invalid/", "invalid calls / episode, by tool")]
 
 
 def health_row(logs: dict, step: int) -> dict | None:
@@ -42,8 +47,12 @@ def health_row(logs: dict, step: int) -> dict | None:
 class HealthMonitor:
     """Collapse checks over the rows seen so far; each problem is reported once, when it appears."""
 
-    def __init__(self, min_answer_rate: float = 0.1, entropy_drop: float = 0.2, zero_std_steps: int = 5, window: int = 3):
+    def __init__(self, min_answer_rate: float = 0.1, entropy_drop: float = 0.2, zero_std_steps: int = 5, window: int = 3,
+                 min_tool_calls: float = 1.0):
         self.min_answer_rate, self.entropy_drop = min_answer_rate, entropy_drop
+        # a search agent down to one call per episode cannot follow two hops (stop 31: lr 1e-4 fell from
+        # 3.6 calls to about one by step 5, and its greedy evaluation made exactly one call per question)
+        self.min_tool_calls = min_tool_calls
         self.zero_std_steps, self.window = zero_std_steps, window
         self.rows: list[dict] = []
         self.warned: set[str] = set()
@@ -63,6 +72,13 @@ class HealthMonitor:
         if len(entropy) == self.window and first_entropy and max(entropy) < self.entropy_drop * first_entropy:
             found.append(("entropy", f"entropy collapsed: {first_entropy:.3f} at the start, {entropy[-1]:.3f} now "
                                      f"(below {self.entropy_drop:.0%} of the start for {self.window} logs)"))
+        calls = [r["episode/tool_calls"] for r in recent if "episode/tool_calls" in r]
+        first_calls = next((r["episode/tool_calls"] for r in self.rows if "episode/tool_calls" in r), None)
+        if (len(calls) == self.window and max(calls) <= self.min_tool_calls
+                and first_calls is not None and first_calls > self.min_tool_calls + 0.5):
+            found.append(("tool_calls", f"tool calls collapsed: {first_calls:.2f} per episode at the start, at most "
+                                        f"{self.min_tool_calls:.1f} for the last {self.window} logs (too few for "
+                                        "multi-hop questions; a lower learning rate kept more)"))
         zero = [r.get("frac_reward_zero_std") for r in self.rows[-self.zero_std_steps:]]
         if len(zero) == self.zero_std_steps and all(z is not None and z >= 1.0 for z in zero):
             found.append(("zero_std", f"every group had zero reward variance for {self.zero_std_steps} logs: "
@@ -104,26 +120,39 @@ class HealthCallback(TrainerCallback):
             plot_health(state.log_history, self.output_dir / "health.png")
 
 
+def health_panels(rows: list[dict]) -> list[tuple[str, list[str]]]:
+    """(title, keys drawn in it) for the signals these health rows logged, in plot order."""
+    panels = [(title, [key]) for key, title in SIGNALS if any(key in row for row in rows)]
+    for prefix, title in GROUPS:
+        members = sorted({key for row in rows for key in row if key.startswith(prefix)})
+        if members:
+            panels.append((title, members))
+    return panels
+
+
 def plot_health(log_history: list[dict], path: Path) -> bool:
     """One small panel per logged signal, against the step; False when nothing was logged."""
     rows = [row for row in (health_row(r, r.get("step", 0)) for r in log_history) if row]
-    keys = [(key, title) for key, title in SIGNALS if any(key in row for row in rows)]
-    if not keys:
+    panels = health_panels(rows)
+    if not panels:
         return False
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     cols = 3
-    nrows = (len(keys) + cols - 1) // cols
+    nrows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 2.6 * nrows), squeeze=False)
-    for ax, (key, title) in zip(axes.flat, keys):
-        points = [(row["step"], row[key]) for row in rows if key in row]
-        ax.plot(*zip(*points), marker=".")
+    for ax, (title, keys) in zip(axes.flat, panels):
+        for key in keys:
+            points = [(row["step"], row[key]) for row in rows if key in row]
+            ax.plot(*zip(*points), marker=".", label=key.rsplit("/", 1)[-1])
+        if len(keys) > 1:
+            ax.legend(fontsize=7)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(keys):]:
+    for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle("GRPO health")
     fig.tight_layout()

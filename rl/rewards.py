@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eval.metrics import best_em, best_f1, evidence_recall, extract_answer
 
@@ -61,6 +61,9 @@ class EpisodeView:
     tool_calls: int  # calls the policy wrote: parsed ones plus unparsable <tool_call> blocks
     invalid_calls: int  # unparsable, undispatchable (unknown tool, bad arguments) or failed/refused
     ended_on_tool: bool  # stopped with a call pending: turn budget or length budget exhausted
+    # the invalid calls by tool name ("unparsed": a <tool_call> block TRL could not read): a drift into
+    # one malformed call (stop 30's `find` with a `query`) shows here while the overall rate stays noisy
+    invalid_by_tool: dict[str, int] = field(default_factory=dict)
 
     @property
     def answered(self) -> bool:
@@ -72,6 +75,7 @@ def episode_view(completion) -> EpisodeView:
     if isinstance(completion, str):
         completion = [{"role": "assistant", "content": completion}]
     calls = invalid = 0
+    by_tool: dict[str, int] = {}
     for message in completion:
         content = message.get("content") or ""
         content = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
@@ -79,14 +83,18 @@ def episode_view(completion) -> EpisodeView:
             calls += len(message.get("tool_calls") or [])
             raw = content.count("<tool_call>")  # what TRL could not parse stays as text
             calls, invalid = calls + raw, invalid + raw
+            if raw:
+                by_tool["unparsed"] = by_tool.get("unparsed", 0) + raw
         elif message.get("role") == "tool" and content.startswith((TOOL_ERROR, TRL_TOOL_ERROR)):
             invalid += 1
+            name = message.get("name") or "unknown"
+            by_tool[name] = by_tool.get(name, 0) + 1
     last = completion[-1] if completion else {"role": "assistant", "content": ""}
     final = None
     if last.get("role") == "assistant" and not last.get("tool_calls"):
         final = last.get("content") or ""
     ended_on_tool = last.get("role") == "tool" or bool(last.get("tool_calls"))
-    return EpisodeView(final, extract_answer(final), calls, invalid, ended_on_tool)
+    return EpisodeView(final, extract_answer(final), calls, invalid, ended_on_tool, by_tool)
 
 
 def policy_lengths(completion_ids, tool_mask=None, completions=None) -> list[int]:

@@ -6,8 +6,9 @@
    whose `completion_ids` include the tool-output tokens. `_generate` returns it as an extra field,
    which TRL merges into the reward kwargs (the mechanism it uses for rollout_func extras).
 3. Episode health metrics, logged with TRL's `_log_metric` (averaged over processes, flushed
-   with the rewards): answer rate, tool calls, invalid-call rate, budget overruns, the policy's
-   own tokens, and documents seen / evidence recall from the environments.
+   with the rewards): answer rate, tool calls, invalid-call rate and invalid calls per episode by
+   tool, budget overruns, the policy's own tokens, and documents seen / evidence recall from the
+   environments.
 4. `add_response_parser`: TRL's tool-call parser also for the agent's compact ChatML tool template
    and for the training variant that agent.chat.prepare_tokenizer swaps in (Qwen3).
 5. No backward pass for a micro-batch whose advantages are all zero (every rollout of its question
@@ -28,6 +29,9 @@ from trl import GRPOTrainer
 from agent.tools import TOOL_NAMES
 from eval.metrics import best_em, evidence_recall
 from rl.rewards import episode_view
+
+# invalid calls per episode are logged by kind: the agent's tools, blocks TRL could not parse, any other name
+INVALID_KINDS = (*TOOL_NAMES, "unparsed", "other")
 
 
 def add_response_parser(tokenizer):
@@ -94,6 +98,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._log_metric("episode/tool_calls", calls / n)
         if calls:
             self._log_metric("episode/invalid_call_rate", sum(view.invalid_calls for view in views) / calls)
+        for name in INVALID_KINDS:  # every kind each time, so a step's mean is over all its episodes
+            count = sum(n for view in views for tool, n in view.invalid_by_tool.items()
+                        if tool == name or (name == "other" and tool not in INVALID_KINDS))
+            self._log_metric(f"episode/invalid/{name}", count / n)
         self._log_metric("episode/ended_on_tool", sum(view.ended_on_tool for view in views) / n)
         self._log_metric("episode/policy_tokens", sum(sum(mask) for mask in masks) / n)
         environments = self.environments or []

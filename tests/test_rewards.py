@@ -43,8 +43,11 @@ def test_episode_view_reads_answers_calls_and_errors():
     assert episode_view(NO_TAG).prediction is None and not episode_view(NO_TAG).answered
     malformed = episode_view(MALFORMED)
     assert (malformed.tool_calls, malformed.invalid_calls, malformed.answered) == (1, 1, False)
+    assert malformed.invalid_by_tool == {"unparsed": 1}
     bad = episode_view(BAD_TOOL)
     assert (bad.tool_calls, bad.invalid_calls, bad.prediction) == (2, 2, "Kestrel")
+    assert bad.invalid_by_tool == {"browse": 1, "open": 1}
+    assert view.invalid_by_tool == {}
     pending = episode_view(PENDING)
     assert pending.ended_on_tool and pending.prediction is None
     assert episode_view("<answer>x</answer>").prediction == "x"  # plain-text completions too

@@ -171,6 +171,9 @@ def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template):
     assert sorted(seen["calls"]) == [0, 1] and any("kestrel-co" in docs for docs in seen["docs"])
     assert trainer.state.log_history[0]["rewards/em/mean"] == 0.5  # one rollout answered Ada Voss
     assert trainer.state.log_history[0]["episode/invalid_call_rate"] == 0.5  # browse is not a tool
+    # by tool, per episode: one browse call over two rollouts; none of the agent's tools failed
+    assert trainer.state.log_history[0]["episode/invalid/other"] == 0.5
+    assert all(trainer.state.log_history[0][f"episode/invalid/{name}"] == 0.0 for name in ("search", "open", "find"))
 
 
 @pytest.mark.parametrize("rewards", [["constant"], ["em"]])
@@ -226,7 +229,9 @@ def rl_args(tmp_path, *extra):
 
 def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):  # noqa: F811
     from agent.models import load_model
+    from rl.health import health_panels
     from rl.train import main
+    from rl.trainer import INVALID_KINDS
 
     (tmp_path / "rl").mkdir()
     (tmp_path / "rl/health.jsonl").write_text('{"step": 12, "reward": 0.5}\n')  # left by another run
@@ -240,11 +245,13 @@ def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):
     assert [row["step"] for row in history] == [1, 2]  # the step count continues across the resume
     for key in ("reward", "reward_std", "frac_reward_zero_std", "entropy", "rewards/em/mean", "rewards/kimi/mean",
                 "episode/answer_rate", "episode/tool_calls", "episode/policy_tokens", "episode/right_unseen",
-                "episode/gold_docs", "tools/call_frequency"):
+                "episode/gold_docs", "tools/call_frequency", "episode/invalid/find", "episode/invalid/unparsed"):
         assert all(key in row for row in history), key
     assert all(row["episode/gold_docs"] == 1.0 for row in history)  # each test question names one gold document
     health = [json.loads(line) for line in (tmp_path / "rl/health.jsonl").read_text().splitlines()]
     assert [row["step"] for row in health] == [1, 2]  # one row per step of this run, none replayed
+    by_tool = dict(health_panels(health))["invalid calls / episode, by tool"]  # one panel, a line per kind
+    assert by_tool == sorted(f"episode/invalid/{kind}" for kind in INVALID_KINDS)
     assert (tmp_path / "rl/health.png").stat().st_size > 5000
     final = tmp_path / "rl/final"
     card = (final / "README.md").read_text()
@@ -272,6 +279,14 @@ def test_health_monitor_warns_on_collapse(capsys):
     assert "entropy collapsed" in messages[2]
     quiet = HealthMonitor()
     assert not [m for row in ({"step": s, "episode/answer_rate": 0.9, "entropy": 2.0} for s in range(9)) for m in quiet.add(row)]
+    # tool calls per episode (stop 31's lr 1e-4 run): warned once they stay at one call, not on a dip
+    calls = HealthMonitor(window=3)
+    per_step = [3.62, 2.62, 1.25, 1.38, 1.0, 1.12, 0.88, 1.0, 1.0, 1.0]
+    warned = [m for s, c in enumerate(per_step, 1) for m in calls.add({"step": s, "episode/tool_calls": c})]
+    assert len(warned) == 1 and warned[0].startswith("health warning (step 9): tool calls collapsed: 3.62")
+    steady = HealthMonitor(window=3)  # calls like stop 28's 36-step run, with two one-call dips added: no warning
+    assert not [m for s, c in enumerate([2.38, 4.25, 3.75, 2.75, 1.62, 1.62, 2.38, 1.0, 1.0, 1.75, 1.38, 1.88], 1)
+                for m in steady.add({"step": s, "episode/tool_calls": c})]
 
 
 @pytest.mark.parametrize("extra, message", [
