@@ -99,7 +99,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         if calls:
             self._log_metric("episode/invalid_call_rate", sum(view.invalid_calls for view in views) / calls)
         for name in INVALID_KINDS:  # every kind each time, so a step's mean is over all its episodes
-            count = sum(n for view in views for tool, n in view.invalid_by_tool.items()
+            count = sum(times for view in views for tool, times in view.invalid_by_tool.items()
                         if tool == name or (name == "other" and tool not in INVALID_KINDS))
             self._log_metric(f"episode/invalid/{name}", count / n)
         self._log_metric("episode/ended_on_tool", sum(view.ended_on_tool for view in views) / n)
