@@ -43,6 +43,7 @@ reward (Kimi k1.5: min(0, lambda)).
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -63,7 +64,7 @@ class EpisodeView:
     ended_on_tool: bool  # stopped with a call pending: turn budget or length budget exhausted
     # the invalid calls by tool name ("unparsed": a <tool_call> block TRL could not read): a drift into
     # one malformed call (stop 30's `find` with a `query`) shows here while the overall rate stays noisy
-    invalid_by_tool: dict[str, int] = field(default_factory=dict)
+    invalid_by_tool: Counter = field(default_factory=Counter)
 
     @property
     def answered(self) -> bool:
@@ -75,7 +76,7 @@ def episode_view(completion) -> EpisodeView:
     if isinstance(completion, str):
         completion = [{"role": "assistant", "content": completion}]
     calls = invalid = 0
-    by_tool: dict[str, int] = {}
+    by_tool: Counter = Counter()
     for message in completion:
         content = message.get("content") or ""
         content = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
@@ -84,11 +85,10 @@ def episode_view(completion) -> EpisodeView:
             raw = content.count("<tool_call>")  # what TRL could not parse stays as text
             calls, invalid = calls + raw, invalid + raw
             if raw:
-                by_tool["unparsed"] = by_tool.get("unparsed", 0) + raw
+                by_tool["unparsed"] += raw
         elif message.get("role") == "tool" and content.startswith((TOOL_ERROR, TRL_TOOL_ERROR)):
             invalid += 1
-            name = message.get("name") or "unknown"
-            by_tool[name] = by_tool.get(name, 0) + 1
+            by_tool[message.get("name") or "unknown"] += 1
     last = completion[-1] if completion else {"role": "assistant", "content": ""}
     final = None
     if last.get("role") == "assistant" and not last.get("tool_calls"):

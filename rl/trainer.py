@@ -23,12 +23,14 @@ ids trained on are those same lists; tests/test_rl.py checks it for each support
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import torch
 from trl import GRPOTrainer
 
 from agent.tools import TOOL_NAMES
-from eval.metrics import best_em, evidence_recall
-from rl.rewards import episode_view
+from eval.metrics import best_em
+from rl.rewards import episode_view, evidence_recalls
 
 # invalid calls per episode are logged by kind: the agent's tools, blocks TRL could not parse, any other name
 INVALID_KINDS = (*TOOL_NAMES, "unparsed", "other")
@@ -98,10 +100,12 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._log_metric("episode/tool_calls", calls / n)
         if calls:
             self._log_metric("episode/invalid_call_rate", sum(view.invalid_calls for view in views) / calls)
-        for name in INVALID_KINDS:  # every kind each time, so a step's mean is over all its episodes
-            count = sum(times for view in views for tool, times in view.invalid_by_tool.items()
-                        if tool == name or (name == "other" and tool not in INVALID_KINDS))
-            self._log_metric(f"episode/invalid/{name}", count / n)
+        invalid = Counter()
+        for view in views:
+            for tool, times in view.invalid_by_tool.items():
+                invalid[tool if tool in INVALID_KINDS else "other"] += times
+        for kind in INVALID_KINDS:  # every kind each time, so a step's mean is over all its episodes
+            self._log_metric(f"episode/invalid/{kind}", invalid[kind] / n)
         self._log_metric("episode/ended_on_tool", sum(view.ended_on_tool for view in views) / n)
         self._log_metric("episode/policy_tokens", sum(sum(mask) for mask in masks) / n)
         environments = self.environments or []
@@ -109,7 +113,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             # with one question per step, its number of gold documents (its hops, for the world's questions)
             self._log_metric("episode/gold_docs", sum(len(env.gold_doc_ids) for env in environments) / len(environments))
             self._log_metric("episode/documents_seen", sum(len(env.documents_seen) for env in environments) / len(environments))
-            recalls = [evidence_recall(env.gold_doc_ids, env.documents_seen) for env in environments]
+            recalls = evidence_recalls(environments, "the episode metrics")
             known = [recall for recall in recalls if recall is not None]  # None: the question names no gold documents
             if known:
                 self._log_metric("episode/evidence_recall", sum(known) / len(known))
