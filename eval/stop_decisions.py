@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError, cli_main
-from common.io import atomic_write_json
+from common.io import atomic_write_json, config_hash
 from eval.metrics import value_order
 from sft.data import read_trajectories  # the same reader and checks as SFT
 
@@ -171,7 +171,14 @@ def main(argv=None) -> None:
                         help="fit agent.run's --answer-threshold on all the sets' decisions, alone (one-sided) and "
                              "with --hold-below (two-sided); use dev questions, never test")
     args = parser.parse_args(argv)
+    from agent.models import checkpoint_digest
+
     sets = {path: read_trajectories(path) for path in args.trajectories}
+    identity = {"checkpoint": checkpoint_digest(args.model), "trajectories": {
+        path: config_hash(rows) for path, rows in sets.items()}}
+    if args.fit_threshold and args.out and stored_identity(Path(args.out)) == identity:
+        print(f"{args.out} is up to date (same checkpoint and probe sets); nothing to do")
+        return
     model, tokenizer, tools = teacher_forcing_setup(args)
     report = {}
     for path, trajectories in sets.items():
@@ -185,7 +192,28 @@ def main(argv=None) -> None:
     if fitted:
         print(json.dumps({"fitted": fitted}))
     if args.out:
-        atomic_write_json(Path(args.out), {"model": args.model, "sets": report, "fitted": fitted})
+        atomic_write_json(Path(args.out), {"model": args.model, **identity, "sets": report, "fitted": fitted})
+
+
+def stored_identity(path: Path) -> dict | None:
+    """The checkpoint digest and probe sets a stored result was made from (None if there is none)."""
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    return {"checkpoint": stored.get("checkpoint"), "trajectories": stored.get("trajectories")} if stored.get("fitted") else None
+
+
+def fitted_stop(path: Path, checkpoint: str) -> float | str:
+    """The two-sided threshold fitted for this checkpoint (`make stop-fit`), or why there is none."""
+    from agent.models import checkpoint_digest
+
+    if not path.is_file():
+        return f"no stop fit at {path} (make stop-fit)"
+    stored = json.loads(path.read_text())
+    if stored.get("checkpoint") != checkpoint_digest(checkpoint):
+        return f"{path} was fitted on another checkpoint than {checkpoint} (rerun make stop-fit)"
+    threshold = ((stored.get("fitted") or {}).get("two_sided") or {}).get("threshold")
+    return threshold if threshold is not None else f"{path} holds no two-sided fit (rerun make stop-fit)"
 
 
 if __name__ == "__main__":

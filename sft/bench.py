@@ -2,6 +2,7 @@
 
     python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 8 --rounds 1  # make bench-sft, ~40 min
     python -m sft.bench --steps 6 --only "bf16 autocast, loss positions, compiled"  # fp32 + compiled bf16
+    python -m sft.bench --sampling --steps 8 --rounds 1   # the recipe's setup with each batch sampler
 
 Each setup trains a fresh copy of the model for the same steps on the same trajectories (same
 seed, so the same batches): fp32 with the full output layer (TRL's default path), with the
@@ -9,9 +10,10 @@ output layer computed only at positions that carry loss, that with each decoder 
 norms compiled (`compile_layers`; its first step includes the ~40 s compile, so use enough steps),
 and that with the batch's common prompt run once (`share_prompt_prefix`); the same four under bf16
 autocast, and the compiled one with gradient checkpointing (TRL's default, which the recipes turn
-off). The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
+off). With --sampling it compares instead the recipe's own setup (its gradient accumulation
+included) under each `train_sampling_strategy`, against length-grouped batches. The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
 slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise.
-Writes runs/bench/sft_throughput.{json,md}.
+Writes runs/bench/sft_throughput.{json,md} (--sampling: sft_sampling.{json,md}).
 """
 from __future__ import annotations
 
@@ -40,17 +42,24 @@ SETUPS = {  # name -> overrides
     "bf16 autocast, loss positions, compiled, gradient checkpointing": {
         "bf16": True, "loss_positions_only": True, "compile_layers": True, "gradient_checkpointing": True},
 }
+# --sampling: the recipe's setup with each way of making batches; tokens/s counts real tokens, so
+# padding shows as lost speed. group_by_length pads least; batch_rebalance draws each step at random.
+SAMPLINGS = {f"recipe setup, {name} batches": {"train_sampling_strategy": name}
+             for name in ("group_by_length", "batch_rebalance", "random")}
 
 
-def one_run(config: str, steps: int, overrides: dict) -> dict:
+def one_run(config: str, steps: int, overrides: dict, as_recipe: bool = False) -> dict:
+    """`as_recipe`: the recipe's own setup and gradient accumulation with only `overrides` changed
+    (the sampling comparison); otherwise one micro-batch per step and every speed-up off unless set."""
     from trl import ModelConfig, SFTConfig
 
     from common.recipe import parse_recipe
     from sft.train import SFTScriptArguments, build_trainer, make_dataset
 
     argv = ["--config", config, "--max_steps", str(steps), "--output_dir", str(runs_dir() / "bench/sft-scratch"),
-            "--save_strategy", "no", "--gradient_accumulation_steps", "1", "--logging_steps", str(steps)]
-    for key, value in {"compile_layers": False, "share_prompt_prefix": False, **overrides}.items():
+            "--save_strategy", "no", "--logging_steps", str(steps)]
+    defaults = {} if as_recipe else {"gradient_accumulation_steps": 1, "compile_layers": False, "share_prompt_prefix": False}
+    for key, value in {**defaults, **overrides}.items():
         argv += [f"--{key}", str(value)]
     script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
     dataset, _ = make_dataset(script, args, model_args.model_name_or_path)
@@ -96,7 +105,11 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="+", metavar="WORDS", help="run only the setups whose names contain "
                         "one of these (the fp32 baseline always runs), "
                         "e.g. --only 'bf16 autocast, loss positions, compiled'")
+    parser.add_argument("--sampling", action="store_true", help="compare the recipe's setup under each batch "
+                        "sampler (train_sampling_strategy) instead of the speed-ups")
     args = parser.parse_args(argv)
+    if args.sampling:
+        return bench(args, SAMPLINGS, next(iter(SAMPLINGS)), "sft_sampling", as_recipe=True)
     setups = {name: o for name, o in SETUPS.items() if args.all or not o["bf16"] or cpu_has_bf16_units()}
     no_bf16_units = len(setups) < len(SETUPS)
     if args.only:
@@ -104,31 +117,37 @@ def main(argv=None) -> None:
                   if name == BASELINE or any(word in name for word in args.only)}
     if no_bf16_units:
         print("this CPU has no bf16 units (AMX / AVX512-BF16): the bf16 setups are skipped (~24x slower; --all runs them)")
+    bench(args, setups, BASELINE, "sft_throughput")
+
+
+def bench(args, setups: dict, baseline: str, report: str, as_recipe: bool = False) -> None:
+    """Each setup for args.steps steps per round, rounds in alternating order; tables against `baseline`."""
     results = {name: [] for name in setups}
     for round_index in range(args.rounds):
         names = list(setups) if round_index % 2 == 0 else list(reversed(setups))
         for name in names:
-            run = one_run(args.config, args.steps, setups[name])
+            run = one_run(args.config, args.steps, setups[name], as_recipe)
             results[name].append(run)
             print(f"round {round_index + 1}: {name}: {run['tokens_per_s']:.0f} tokens/s "
                   f"({_mean_known([run['after_first_step_tokens_per_s']])} after the first step)")
-    base = statistics.mean(r["tokens_per_s"] for r in results[BASELINE])
+    base = statistics.mean(r["tokens_per_s"] for r in results[baseline])
     summary = {name: {"tokens_per_s": round(statistics.mean(r["tokens_per_s"] for r in runs), 1),
                       "after_first_step": _mean_known(r["after_first_step_tokens_per_s"] for r in runs),
                       "runs": [round(r["tokens_per_s"], 1) for r in runs],
-                      "vs_fp32": round(statistics.mean(r["tokens_per_s"] for r in runs) / base, 2)}
+                      "vs_baseline": round(statistics.mean(r["tokens_per_s"] for r in runs) / base, 2)}
                for name, runs in results.items()}
     out = runs_dir() / "bench"
-    atomic_write_json(out / "sft_throughput.json", {"config": args.config, "steps": args.steps,
-                                                    "rounds": args.rounds, "only": args.only, "setups": summary})
-    rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_fp32']}x | {'n/a' if s['after_first_step'] is None else s['after_first_step']} | "
+    atomic_write_json(out / f"{report}.json", {"config": args.config, "steps": args.steps, "baseline": baseline,
+                                             "rounds": args.rounds, "only": args.only, "setups": summary})
+    rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_baseline']}x | {'n/a' if s['after_first_step'] is None else s['after_first_step']} | "
             f"{', '.join(map(str, s['runs']))} |"
             for name, s in summary.items()]
-    table = "\n".join([f"SFT throughput (`python -m sft.bench --config {args.config} --steps {args.steps}`), "
-                       f"full fine-tuning, same batches for each setup:", "",
-                       "| setup | tokens/s (mean) | vs fp32 | tokens/s after the first step | per round |",
+    command = f"python -m sft.bench --config {args.config} --steps {args.steps}{' --sampling' if as_recipe else ''}"
+    what = "each sampler's own batches" if as_recipe else "same batches for each setup"
+    table = "\n".join([f"SFT throughput (`{command}`), full fine-tuning, {what}:", "",
+                       f"| setup | tokens/s (mean) | vs {baseline} | tokens/s after the first step | per round |",
                        "|---|---|---|---|---|", *rows, ""])
-    atomic_write_text(out / "sft_throughput.md", table)
+    atomic_write_text(out / f"{report}.md", table)
     print(table)
 
 

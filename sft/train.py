@@ -82,8 +82,26 @@ def build_trainer(script, training_args, model_args, train_set):
         # padding is not work the run did: tokens/s counts real tokens (YAML can only say true, i.e. "all")
         training_args.include_num_input_tokens_seen = "non_padding"
     torch.manual_seed(training_args.seed)
-    return trainer_class(model=model, args=training_args, train_dataset=train_set, processing_class=tokenizer,
+    return seeded_batches(trainer_class)(model=model, args=training_args, train_dataset=train_set, processing_class=tokenizer,
                          peft_config=peft_config)
+
+
+def seeded_batches(trainer_class):
+    """The trainer class with `train_sampling_strategy: batch_rebalance` shuffled by the recipe's
+    seed. transformers' BatchRebalanceSampler draws each optimizer step's rows at random and sorts
+    them into micro-batches of like length (random steps, little padding), but Trainer builds it
+    with its fixed default seed (42), so two recipe seeds would train on the same batches."""
+    from transformers.trainer_pt_utils import BatchRebalanceSampler
+
+    class _Seeded(trainer_class):
+        def _get_train_sampler(self, *args, **kwargs):
+            sampler = super()._get_train_sampler(*args, **kwargs)
+            if isinstance(sampler, BatchRebalanceSampler):
+                sampler.seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            return sampler
+
+    _Seeded.__name__ = trainer_class.__name__
+    return _Seeded
 
 
 ATTENTION_NAMES = {"self_attn", "attn", "attention", "self_attention"}  # what transformers calls a layer's attention

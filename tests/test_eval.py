@@ -254,6 +254,47 @@ def test_stale_results_rerun_only_when_inputs_change(runs, monkeypatch):
     assert len(calls) == 5
 
 
+def test_calibrated_stage_runs_the_sft_checkpoint_with_its_own_dev_fit(runs, monkeypatch, capsys):
+    """sft_stop decodes the SFT checkpoint with the two-sided stop fitted for that checkpoint
+    (make stop-fit); without a fit, or with one made for other weights, it is skipped and says why."""
+    import agent.run
+    from agent.models import checkpoint_digest
+    from eval import run as eval_run
+
+    questions = runs / "q.jsonl"
+    runs.mkdir(parents=True)
+    questions.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    sft = runs / "m" / "sft"
+    (sft / "final").mkdir(parents=True)
+    (sft / "final" / "config.json").write_text("{}")
+    (sft / "final" / "model.safetensors").write_bytes(b"weights-1")
+    config = eval_run.EvalArguments(run_name="m", stages=["sft_stop"], baselines=[],
+                                    benchmarks=["toy"], extra_benchmarks=[f"toy={questions}@world"], limit=1)
+    assert eval_run.plan(config) == []
+    assert "skipped stage sft_stop: no stop fit" in capsys.readouterr().out
+
+    def fit(threshold, weights):
+        digest = checkpoint_digest(str(sft / "final"))
+        (sft / "final" / "model.safetensors").write_bytes(weights)
+        (sft / "stop_fit.json").write_text(json.dumps({"checkpoint": digest, "fitted": {
+            "two_sided": {"threshold": threshold, "two_sided": True}}}))
+
+    fit(0.4, b"weights-1")
+    (job,) = eval_run.plan(config)
+    assert job.model == str(sft / "final") and job.answer_threshold == 0.4
+    assert job.out == runs / "m" / "sft_stop" / "eval" / "toy"
+    argvs = []
+    monkeypatch.setattr(agent.run, "run", lambda args: argvs.append(args) or (Path(args.out) / "metrics.json").write_text("{}"))
+    assert eval_run.run_job(job, config, {}) == "ran"
+    assert argvs[0].answer_threshold == 0.4 and argvs[0].hold_below
+    fit(0.5, b"weights-1")  # another threshold: another result
+    (job,) = eval_run.plan(config)
+    assert eval_run.run_job(job, config, {}) == "ran"
+    fit(0.5, b"weights-2")  # fitted before the checkpoint was retrained
+    assert eval_run.plan(config) == []
+    assert "fitted on another checkpoint" in capsys.readouterr().out
+
+
 def test_eval_plan_skips_missing_stages(runs, capsys):
     from eval import run as eval_run
 
@@ -354,17 +395,23 @@ def test_first_decision_prefix_and_probe(tiny):
         {"episodes": 2, "mean_p_answer": 0.45, "p_answer_over_half": 1, "answer_is_argmax": 2}
 
 
+def two_hop_oracle() -> list[dict]:
+    """An oracle search that goes on after its first output and answers after its second."""
+    call = {"type": "function", "function": {"name": "search", "arguments": {"query": "Kestrel"}}}
+    tool = {"role": "tool", "name": "search", "content": "[d1] Kestrel: founded by Ada."}
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": "Where was Kestrel's founder born?"},
+            {"role": "assistant", "content": "First: the founder.", "tool_calls": [call]}, tool,
+            {"role": "assistant", "content": "Ada founded it; now her birthplace.", "tool_calls": [call]}, tool,
+            {"role": "assistant", "content": "<answer>Oslo</answer>"}]
+
+
 def test_stop_decisions_points_auc_and_probe(tiny):
     from agent.chat import prepare_tokenizer
     from agent.tools import SearchTools, tool_functions
     from eval.stop_decisions import auc, auc_ci, decision_points, probe, summary
 
-    call = {"type": "function", "function": {"name": "search", "arguments": {"query": "Kestrel"}}}
-    tool = {"role": "tool", "name": "search", "content": "[d1] Kestrel: founded by Ada."}
-    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "Where was Kestrel's founder born?"},
-                {"role": "assistant", "content": "First: the founder.", "tool_calls": [call]}, tool,
-                {"role": "assistant", "content": "Ada founded it; now her birthplace.", "tool_calls": [call]}, tool,
-                {"role": "assistant", "content": "<answer>Oslo</answer>"}]
+    messages = two_hop_oracle()
+    call = messages[2]["tool_calls"][0]
     points = list(decision_points(messages))
     assert [(len(prefix), answers, k) for prefix, answers, k in points] == [(4, False, 1), (6, True, 2)]
     chatty = messages[:-1] + [{"role": "assistant", "content": "So: <answer>Oslo</answer>"}]
@@ -383,6 +430,29 @@ def test_stop_decisions_points_auc_and_probe(tiny):
     assert skipped == 1 and all(0.0 < r["p_answer"] < 1.0 for r in rows)
     report = summary(rows)
     assert report["decisions"] == 3 and report["by_hops"]["2-hop, oracle answers"]["n"] == 1
+
+
+def test_stop_fit_is_recorded_for_its_checkpoint_and_not_redone(tiny, tmp_path, capsys):
+    """make stop-fit: the fit names the checkpoint's weights (eval's sft_stop checks them) and a rerun
+    on the same checkpoint and probe sets does nothing."""
+    from agent.models import checkpoint_digest
+    from eval.stop_decisions import fitted_stop, main
+
+    messages = two_hop_oracle()
+    probes = tmp_path / "probes.jsonl"
+    probes.write_text(json.dumps({"id": "a", "hops": 2, "type": "bridge", "messages": messages}) + "\n")
+    out = tmp_path / "stop_fit.json"
+    main(["--model", "tiny", "--trajectories", str(probes), "--fit-threshold", "--out", str(out)])
+    stored = json.loads(out.read_text())
+    assert stored["checkpoint"] == checkpoint_digest("tiny")
+    threshold = stored["fitted"]["two_sided"]["threshold"]
+    assert fitted_stop(out, "tiny") == threshold and 0 < threshold < 1
+    capsys.readouterr()
+    main(["--model", "tiny", "--trajectories", str(probes), "--fit-threshold", "--out", str(out)])
+    assert "up to date" in capsys.readouterr().out
+    probes.write_text(json.dumps({"id": "b", "hops": 2, "type": "bridge", "messages": messages}) + "\n")
+    main(["--model", "tiny", "--trajectories", str(probes), "--fit-threshold", "--out", str(out)])
+    assert "up to date" not in capsys.readouterr().out  # other probe questions: fitted again
 
 
 def test_openers_compare_the_model_with_the_oracle_by_action(tiny):

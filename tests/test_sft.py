@@ -413,3 +413,38 @@ def test_trajectories_from_older_oracle_code_are_flagged(tmp_path, store):  # no
     manifest["inputs"]["prompt"] = prompt_hash()
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     assert stale_warning(str(tmp_path)) is None
+
+
+def test_rebalanced_batches_are_random_steps_of_like_length_micro_batches_seeded_by_the_recipe(tmp_path, store):  # noqa: F811
+    """`batch_rebalance`: each optimizer step is a random draw of rows, split into micro-batches of like
+    length; the recipe's seed (not transformers' fixed 42) picks the draws; training runs on them."""
+    from common.recipe import parse_recipe
+    from sft.train import SFTScriptArguments, build_trainer, make_dataset
+    from trl import ModelConfig, SFTConfig
+
+    long = trajectory(SearchTools(store))
+    variants = [long, long[:5] + [{"role": "assistant", "content": "<answer>Ada Voss</answer>"}],
+                long[:3] + [{"role": "tool", "name": "search", "content": "no hits"}, {"role": "assistant", "content": "<answer>x</answer>"}]]
+    data = tmp_path / "t.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "messages": variants[i % 3]}) + "\n" for i in range(12)))
+
+    def steps(seed):
+        script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), sft_args(
+            tmp_path, data, "--max_steps", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps",
+            "2", "--train_sampling_strategy", "batch_rebalance", "--save_strategy", "no", "--seed", str(seed)))
+        dataset, _ = make_dataset(script, args, model_args.model_name_or_path)
+        trainer = build_trainer(script, args, model_args, dataset)
+        micro = list(trainer._get_train_sampler())
+        return trainer, [len(ids) for ids in dataset["input_ids"]], [micro[i:i + 2] for i in range(0, len(micro), 2)]
+
+    trainer, lengths, seed0 = steps(0)
+    assert sorted(i for step in seed0 for batch in step for i in batch) == list(range(12))  # an epoch, each row once
+    for first, second in seed0:
+        assert len(first) + len(second) == 4
+        a, b = [lengths[i] for i in first], [lengths[i] for i in second]
+        assert min(a) >= max(b) or min(b) >= max(a)  # sorted into like-length micro-batches within the step
+    composition = [sorted(i % 3 for batch in step for i in batch) for step in seed0]
+    assert any(len(set(c)) > 1 for c in composition)  # steps mix lengths (group_by_length would not)
+    assert steps(0)[2] == seed0 and steps(1)[2] != seed0
+    trainer.train()
+    assert trainer.state.global_step == 2
