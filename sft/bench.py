@@ -11,8 +11,9 @@ norms compiled (`compile_layers`; its first step includes the ~40 s compile, so 
 and that with the batch's common prompt run once (`share_prompt_prefix`); the same four under bf16
 autocast, and the compiled one with gradient checkpointing (TRL's default, which the recipes turn
 off). With --sampling it compares instead the recipe's own setup (its gradient accumulation
-included) under each `train_sampling_strategy`, against length-grouped batches. The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
-slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise.
+included) under each `train_sampling_strategy`, against length-grouped batches. The bf16 setups
+run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x slower; --all runs them
+anyway). Rounds alternate the order to spread the machine's noise.
 Writes runs/bench/sft_throughput.{json,md} (--sampling: sft_sampling.{json,md}).
 """
 from __future__ import annotations
