@@ -7,6 +7,7 @@
 #            DATASET=world | hotpotqa_dev500 | hotpotqa_train100 | bamboogle | nq_sample   (make data)
 #            MODEL=smollm2-135m QUESTIONS=<jsonl> OUT=<folder>   (make agent-run)
 #            CKPT=runs/smollm2-135m/sft/final              (make diagnose: any checkpoint folder)
+#            STAGE=sft | rl                                (make stop-fit: whose calibrated stop)
 #            RL_SEED=1                                     (make rl / rl-nolen / eval: another RL seed, pooled by make tables)
 #            REALDATA_DIR=../shared/realdata               (real QA samples for tests and benchmarks)
 
@@ -20,7 +21,7 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data sft stop-fit probe-sets pass-rate rl rl-nolen eval tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow clean-checkpoints clean
+.PHONY: all setup world datastore data sft stop-fit probe-sets pass-rate rl rl-nolen eval tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow test-gpu clean-checkpoints clean
 
 all: setup datastore data sft stop-fit rl eval tables
 
@@ -105,9 +106,11 @@ probe-sets: setup
 # the SFT checkpoint's calibrated stop: P(the turn opens with <answer>) after each tool output on the
 # dev searches, and the threshold that best matches the oracle's stops; make eval runs the checkpoint
 # with it as stage sft_stop (agent.run --answer-threshold <t> --hold-below). ~5 min; reruns skip it.
+# STAGE=rl fits the RL checkpoint's stop instead (eval stage rl_stop).
+STAGE ?= sft
 stop-fit: probe-sets
-	$(PY) -m eval.stop_decisions --model runs/$(MODEL)/sft/final --trajectories $(PROBE_SETS) --fit-threshold \
-		--out runs/$(MODEL)/sft/stop_fit.json
+	$(PY) -m eval.stop_decisions --model runs/$(MODEL)/$(STAGE)/final --trajectories $(PROBE_SETS) --fit-threshold \
+		--out runs/$(MODEL)/$(STAGE)/stop_fit.json
 
 # where a checkpoint fails, on the dev searches: when to stop, whether its first token depends on what
 # the search needs, reading a finished search, the next call of an unfinished one; after `make data`,
@@ -146,6 +149,10 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+# the CUDA cases of the training tests (SFT, GRPO, token faithfulness); run on a GPU machine
+test-gpu: setup
+	$(PY) -m pytest -q -m gpu tests
 
 # the training checkpoints of finished runs (those with a final/ model), ~0.5-1.5 GB each: they only
 # serve to resume, and a longer run of the same recipe then starts from scratch instead

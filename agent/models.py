@@ -38,6 +38,7 @@ TINY_CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads":
                "max_position_embeddings": 4096, "tie_word_embeddings": True}
 TINY_SEED = 0
 SETUP_HINT = "run `make setup` (python -m agent.models setup)"
+STAGE_TARGETS = {"sft": "make sft", "rl": "make rl", "rl_nolen": "make rl-nolen"}  # checkpoint folder -> its target
 
 
 def _package_dir(module: str) -> Path | None:
@@ -80,7 +81,9 @@ def resolve_model(name_or_path: str) -> str:
         return str(Path(name).expanduser())
     # A hub id is `name` or `org/name`; anything else that is not on disk is a missing local path.
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep in name.replace("/", ""):
-        raise UserError(f"model path {name!r} does not exist: {SETUP_HINT}, or fix the path")
+        stage = next((STAGE_TARGETS[part] for part in reversed(Path(name).parts) if part in STAGE_TARGETS), None)
+        fix = f"train it first with `{stage}`" if stage else f"{SETUP_HINT}, or fix the path"
+        raise UserError(f"model path {name!r} does not exist: {fix}")
     return name
 
 

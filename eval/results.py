@@ -12,10 +12,10 @@ from pathlib import Path
 
 from eval.metrics import breakdown, summarize
 
-STAGE_ORDER = ["closed-book", "naive-rag", "base", "sft", "sft_stop", "rl", "rl_nolen"]
+STAGE_ORDER = ["closed-book", "naive-rag", "base", "sft", "sft_stop", "rl", "rl_stop", "rl_nolen"]
 STAGE_LABELS = {"closed-book": "closed-book", "naive-rag": "naive RAG", "base": "base (tools)", "sft": "SFT",
                 "sft_stop": "SFT, calibrated stop",
-                "rl": "SFT+RL", "rl_nolen": "SFT+RL, no length penalty"}
+                "rl": "SFT+RL", "rl_stop": "SFT+RL, calibrated stop", "rl_nolen": "SFT+RL, no length penalty"}
 
 
 @dataclass

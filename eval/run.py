@@ -3,9 +3,9 @@
     python -m eval.run --config recipes/smollm2-135m/eval.yaml          (make eval)
 
 Stages are the checkpoints that exist: base (the untrained model), sft, rl, rl_nolen
-(runs/<run_name>/<stage>/final), and sft_stop: the SFT checkpoint with the two-sided calibrated
-stop (`agent.run --answer-threshold <t> --hold-below`) whose threshold `make stop-fit` fitted on
-dev questions for that checkpoint (runs/<run_name>/sft/stop_fit.json); baselines are the base
+(runs/<run_name>/<stage>/final), and sft_stop / rl_stop: the SFT / RL checkpoint with the two-sided
+calibrated stop (`agent.run --answer-threshold <t> --hold-below`) whose threshold `make stop-fit`
+(STAGE=rl for rl_stop) fitted on dev questions for that checkpoint (runs/<run_name>/<sft|rl>/stop_fit.json); baselines are the base
 model closed-book (no tools) and with naive RAG (top-k results for the question, one answer). Each result lands in
 runs/<run_name>/<stage>/eval/<benchmark>/ with a fingerprint of what produced it (checkpoint
 weights, questions, datastore, prompt, decoding, the code of the tools and the episode loop). A
@@ -38,7 +38,7 @@ BENCHMARKS = {
     "hotpotqa_dev500": ("data/hotpotqa_dev500/questions.jsonl", "hotpotqa_dev500"),
 }
 TRAINED_STAGES = ("sft", "rl", "rl_nolen")
-CALIBRATED_STAGES = {"sft_stop": "sft"}  # stage -> the checkpoint it decodes with its dev-fitted stop
+CALIBRATED_STAGES = {"sft_stop": "sft", "rl_stop": "rl"}  # stage -> the checkpoint it decodes with its dev-fitted stop
 STOP_FIT = "stop_fit.json"  # in the checkpoint's stage folder, written by make stop-fit
 MODES = {"base": "agent", "closed-book": "closed-book", "naive-rag": "rag"}  # stage -> how the model is run
 
@@ -47,7 +47,7 @@ MODES = {"base": "agent", "closed-book": "closed-book", "naive-rag": "rag"}  # s
 class EvalArguments:
     run_name: str = field(default="smollm2-135m", metadata={"help": "results go to runs/<run_name>/"})
     base_model: str = field(default="smollm2-135m", metadata={"help": "the untrained model (name, folder or hub id)"})
-    stages: list[str] = field(default_factory=lambda: ["base", "sft", "sft_stop", "rl", "rl_nolen"])
+    stages: list[str] = field(default_factory=lambda: ["base", "sft", "sft_stop", "rl", "rl_stop", "rl_nolen"])
     baselines: list[str] = field(default_factory=lambda: ["closed-book", "naive-rag"])
     benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
     extra_benchmarks: list[str] = field(default_factory=list, metadata={
@@ -71,7 +71,7 @@ class Job:
     questions: Path
     datastore: str
     mode: str  # agent | closed-book | rag
-    answer_threshold: float | None = None  # the calibrated two-sided stop (sft_stop)
+    answer_threshold: float | None = None  # the calibrated two-sided stop (sft_stop, rl_stop)
 
     @property
     def out(self) -> Path:

@@ -207,13 +207,14 @@ def fitted_stop(path: Path, checkpoint: str) -> float | str:
     """The two-sided threshold fitted for this checkpoint (`make stop-fit`), or why there is none."""
     from agent.models import checkpoint_digest
 
+    target = "make stop-fit" + ("" if path.parent.name == "sft" else f" STAGE={path.parent.name}")
     if not path.is_file():
-        return f"no stop fit at {path} (make stop-fit)"
+        return f"no stop fit at {path} ({target})"
     stored = json.loads(path.read_text())
     if stored.get("checkpoint") != checkpoint_digest(checkpoint):
-        return f"{path} was fitted on another checkpoint than {checkpoint} (rerun make stop-fit)"
+        return f"{path} was fitted on another checkpoint than {checkpoint} (rerun {target})"
     threshold = ((stored.get("fitted") or {}).get("two_sided") or {}).get("threshold")
-    return threshold if threshold is not None else f"{path} holds no two-sided fit (rerun make stop-fit)"
+    return threshold if threshold is not None else f"{path} holds no two-sided fit (rerun {target})"
 
 
 if __name__ == "__main__":

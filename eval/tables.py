@@ -119,7 +119,7 @@ def ablation_table(results: list[Result]) -> Table:
 
 # (stage, against, label): the differences issue 5's goals are stated on
 COMPARISONS = [("rl", "sft", "SFT+RL vs SFT"), ("rl", "rl_nolen", "length penalty vs none (both RL)"),
-               ("sft_stop", "sft", "calibrated stop vs greedy (SFT)")]
+               ("sft_stop", "sft", "calibrated stop vs greedy (SFT)"), ("rl_stop", "rl", "calibrated stop vs greedy (RL)")]
 # benchmarks pooled as one row where both stages have them: where SFT is weakest (issue 5's +10 points)
 POOLS = {"heldout + ood": ("world_test_heldout", "world_test_ood")}
 

@@ -225,7 +225,7 @@ def main(argv=None) -> None:
     atomic_write_json(out / "train_summary.json", {
         "fingerprint": digest, "stats": stats, "start": model_path, "global_step": trainer.state.global_step, "resumed_from": last,
         "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1), "cpu_share": cpu_share,
-        "seconds_per_step": round(seconds / steps_now, 2), "health_warnings": health.warnings,
+        "device": str(trainer.model.device), "seconds_per_step": round(seconds / steps_now, 2), "health_warnings": health.warnings,
         "log_history": [row for row in trainer.state.log_history if "reward" in row],
         "args": asdict(script)})
     print(f"saved {out / 'final'} ({trainer.state.global_step} steps, {seconds:.0f}s, {seconds / steps_now:.1f} s/step); "

@@ -313,7 +313,7 @@ def main(argv=None) -> None:
     plot_loss(trainer.state.log_history, out / "loss.png")
     atomic_write_json(out / "train_summary.json", {
         "fingerprint": digest, "stats": stats, "trajectories_seen": seen, "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1), "cpu_share": cpu_share,
-        "global_step": trainer.state.global_step, "resumed_from": last,
+        "global_step": trainer.state.global_step, "resumed_from": last, "device": str(trainer.model.device),
         "loss_history": [row for row in trainer.state.log_history if "loss" in row],
         "args": {k: v for k, v in asdict(script).items()}})
     print(f"saved {final} ({trainer.state.global_step} steps, {seconds:.0f}s); loss curve {out / 'loss.png'}")

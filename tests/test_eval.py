@@ -254,9 +254,11 @@ def test_stale_results_rerun_only_when_inputs_change(runs, monkeypatch):
     assert len(calls) == 5
 
 
-def test_calibrated_stage_runs_the_sft_checkpoint_with_its_own_dev_fit(runs, monkeypatch, capsys):
-    """sft_stop decodes the SFT checkpoint with the two-sided stop fitted for that checkpoint
-    (make stop-fit); without a fit, or with one made for other weights, it is skipped and says why."""
+@pytest.mark.parametrize("stage, trained, target", [("sft_stop", "sft", "make stop-fit)"),
+                                                    ("rl_stop", "rl", "make stop-fit STAGE=rl)")])
+def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeypatch, capsys, stage, trained, target):
+    """sft_stop (rl_stop) decodes the SFT (RL) checkpoint with the two-sided stop fitted for that checkpoint
+    (make stop-fit [STAGE=rl]); without a fit, or with one made for other weights, it is skipped and says why."""
     import agent.run
     from agent.models import checkpoint_digest
     from eval import run as eval_run
@@ -264,25 +266,26 @@ def test_calibrated_stage_runs_the_sft_checkpoint_with_its_own_dev_fit(runs, mon
     questions = runs / "q.jsonl"
     runs.mkdir(parents=True)
     questions.write_text(json.dumps(QUESTIONS[0]) + "\n")
-    sft = runs / "m" / "sft"
-    (sft / "final").mkdir(parents=True)
-    (sft / "final" / "config.json").write_text("{}")
-    (sft / "final" / "model.safetensors").write_bytes(b"weights-1")
-    config = eval_run.EvalArguments(run_name="m", stages=["sft_stop"], baselines=[],
+    folder = runs / "m" / trained
+    (folder / "final").mkdir(parents=True)
+    (folder / "final" / "config.json").write_text("{}")
+    (folder / "final" / "model.safetensors").write_bytes(b"weights-1")
+    config = eval_run.EvalArguments(run_name="m", stages=[stage], baselines=[],
                                     benchmarks=["toy"], extra_benchmarks=[f"toy={questions}@world"], limit=1)
     assert eval_run.plan(config) == []
-    assert "skipped stage sft_stop: no stop fit" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"skipped stage {stage}: no stop fit" in out and out.rstrip().endswith(target)
 
     def fit(threshold, weights):
-        digest = checkpoint_digest(str(sft / "final"))
-        (sft / "final" / "model.safetensors").write_bytes(weights)
-        (sft / "stop_fit.json").write_text(json.dumps({"checkpoint": digest, "fitted": {
+        digest = checkpoint_digest(str(folder / "final"))
+        (folder / "final" / "model.safetensors").write_bytes(weights)
+        (folder / "stop_fit.json").write_text(json.dumps({"checkpoint": digest, "fitted": {
             "two_sided": {"threshold": threshold, "two_sided": True}}}))
 
     fit(0.4, b"weights-1")
     (job,) = eval_run.plan(config)
-    assert job.model == str(sft / "final") and job.answer_threshold == 0.4
-    assert job.out == runs / "m" / "sft_stop" / "eval" / "toy"
+    assert job.model == str(folder / "final") and job.answer_threshold == 0.4
+    assert job.out == runs / "m" / stage / "eval" / "toy"
     argvs = []
     monkeypatch.setattr(agent.run, "run", lambda args: argvs.append(args) or (Path(args.out) / "metrics.json").write_text("{}"))
     assert eval_run.run_job(job, config, {}) == "ran"

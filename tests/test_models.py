@@ -132,8 +132,10 @@ def test_missing_local_model_names_the_fix(tmp_path, monkeypatch):
         models.resolve_model("tiny")
     with pytest.raises(UserError, match="make setup"):
         models.load_model("smollm2-135m")
-    with pytest.raises(UserError, match="does not exist"):
+    with pytest.raises(UserError, match="does not exist: run `make setup`"):
         models.resolve_model(str(tmp_path / "no" / "such" / "model"))
+    with pytest.raises(UserError, match="does not exist: train it first with `make sft`"):  # make stop-fit before make sft
+        models.resolve_model("runs/no-such-run/sft/final")
 
 
 def test_embedding_model_path_offline():
@@ -149,3 +151,4 @@ def test_embedding_model_path_offline():
     vectors = SentenceTransformer(path, device="cpu").encode(["Paris is in France.", "a cat"])
     assert vectors.shape == (2, models.EMBED_DIM)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+

@@ -12,6 +12,7 @@ from agent.prompt import first_messages
 from agent.tools import SearchTools, tool_functions
 from common.errors import UserError
 from rl.environment import SearchEnvironment
+from tests.devices import DEVICES, trainer_flags
 from tests.test_agent import store  # noqa: F401  (fixture)
 
 QUESTIONS = [
@@ -101,8 +102,9 @@ class ScriptedPolicy:
         return out, None
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("template", ["compact", "qwen2_5", "qwen3"])
-def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template):  # noqa: F811
+def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template, device):  # noqa: F811
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -117,9 +119,10 @@ def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template):
                     docs=[env.documents_seen for env in environments], calls=[env.log.n_calls for env in environments])
         return [0.0] * len(completions)
 
-    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, max_steps=1, num_generations=2,
-                      per_device_train_batch_size=2, max_completion_length=1024, max_tool_calling_iterations=3,
-                      gradient_checkpointing=False, report_to="none", save_strategy="no", logging_steps=1, beta=0.0)
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=device == "cpu", bf16=device == "cuda", max_steps=1,
+                      num_generations=2, per_device_train_batch_size=2, max_completion_length=1024,
+                      max_tool_calling_iterations=3, gradient_checkpointing=False, report_to="none", save_strategy="no",
+                      logging_steps=1, beta=0.0)
     messages = first_messages(QUESTIONS[0]["question"], 3)
     dataset = Dataset.from_list([{"id": "q0", "prompt": messages, "answers": ["Ada Voss"], "gold_doc_ids": ["kestrel-co"]}])
     trainer = AgentGRPOTrainer(model=copy.deepcopy(tiny[0]), reward_funcs=[*build_rewards(["em"]), spy], args=args,
@@ -176,8 +179,9 @@ def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template):
     assert all(trainer.state.log_history[0][f"episode/invalid/{name}"] == 0.0 for name in ("search", "open", "find"))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rewards", [["constant"], ["em"]])
-def test_zero_advantage_micro_batches_skip_backward_with_the_same_update(tmp_path, store, tiny, rewards):  # noqa: F811
+def test_zero_advantage_micro_batches_skip_backward_with_the_same_update(tmp_path, store, tiny, rewards, device):  # noqa: F811
     """All rollouts scored alike: no backward, zero gradients as TRL's own loss gives, weights unchanged, entropy
     still logged. Rollouts scored differently (em: one of two right): the usual backward and an update."""
     import torch
@@ -189,9 +193,10 @@ def test_zero_advantage_micro_batches_skip_backward_with_the_same_update(tmp_pat
 
     tok = template_tokenizer(tiny[1], "compact")
     reward_funcs = build_rewards(["em"]) if rewards == ["em"] else [lambda completions, **kw: [0.0] * len(completions)]
-    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, max_steps=1, num_generations=2,
-                      per_device_train_batch_size=2, max_completion_length=1024, max_tool_calling_iterations=3,
-                      gradient_checkpointing=False, report_to="none", save_strategy="no", logging_steps=1, beta=0.0)
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=device == "cpu", bf16=device == "cuda", max_steps=1,
+                      num_generations=2, per_device_train_batch_size=2, max_completion_length=1024,
+                      max_tool_calling_iterations=3, gradient_checkpointing=False, report_to="none", save_strategy="no",
+                      logging_steps=1, beta=0.0)
     dataset = Dataset.from_list([{"id": "q0", "prompt": first_messages(QUESTIONS[0]["question"], 3), "answers": ["Ada Voss"],
                                   "gold_doc_ids": ["kestrel-co"]}])
     trainer = AgentGRPOTrainer(model=copy.deepcopy(tiny[0]), reward_funcs=reward_funcs, args=args, train_dataset=dataset,
@@ -227,7 +232,8 @@ def rl_args(tmp_path, *extra):
             "--datastore", "agent", "--output_dir", str(tmp_path / "rl"), *extra]
 
 
-def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):  # noqa: F811
+@pytest.mark.parametrize("device", DEVICES)
+def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys, device):  # noqa: F811
     from agent.models import load_model
     from rl.health import health_panels
     from rl.train import main
@@ -235,10 +241,12 @@ def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):
 
     (tmp_path / "rl").mkdir()
     (tmp_path / "rl/health.jsonl").write_text('{"step": 12, "reward": 0.5}\n')  # left by another run
-    main(rl_args(tmp_path, "--max_steps", "1"))
+    flags = trainer_flags(device)
+    main(rl_args(tmp_path, *flags, "--max_steps", "1"))
     summary = json.loads((tmp_path / "rl/train_summary.json").read_text())
     assert summary["global_step"] == 1 and summary["resumed_from"] is None
-    main(rl_args(tmp_path, "--max_steps", "2"))
+    assert summary["device"].split(":")[0] == device  # where the policy trained
+    main(rl_args(tmp_path, *flags, "--max_steps", "2"))
     summary = json.loads((tmp_path / "rl/train_summary.json").read_text())
     assert summary["global_step"] == 2 and summary["resumed_from"].endswith("checkpoint-1")
     history = summary["log_history"]
@@ -259,7 +267,7 @@ def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys):
     model, tok = load_model(str(final))
     assert "<tool_call>" in tok.chat_template and model.config.num_hidden_layers == 2
     capsys.readouterr()
-    main(rl_args(tmp_path, "--max_steps", "2"))  # finished with this recipe: a rerun does nothing
+    main(rl_args(tmp_path, *flags, "--max_steps", "2"))  # finished with this recipe: a rerun does nothing
     assert "already trained with this recipe (2 steps); nothing to do" in capsys.readouterr().out
 
 

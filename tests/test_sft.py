@@ -7,6 +7,7 @@ import pytest
 from agent.tools import SearchTools, tool_functions
 from common.errors import UserError
 from sft.data import tokenize_trajectory, training_template
+from tests.devices import DEVICES, trainer_flags
 from tests.test_agent import store  # noqa: F401  (fixture)
 
 TOOLS = tool_functions(SearchTools(None))
@@ -156,14 +157,17 @@ def test_decision_weight_adds_only_the_decision_tokens_loss(tmp_path, store, tin
     assert torch.allclose(losses[3.0] - losses[1.0], extra, rtol=1e-3), (losses, extra)
 
 
-def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny):  # noqa: F811
+@pytest.mark.parametrize("device", DEVICES)
+def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny, device):  # noqa: F811
     from sft.train import main
 
     data = write_trajectories(tmp_path / "t.jsonl", store)
-    main(sft_args(tmp_path, data, "--max_steps", "3"))
+    flags = trainer_flags(device)
+    main(sft_args(tmp_path, data, *flags, "--max_steps", "3"))
     summary = json.loads((tmp_path / "sft/train_summary.json").read_text())
     assert summary["global_step"] == 3 and summary["resumed_from"] is None
-    main(sft_args(tmp_path, data, "--max_steps", "6"))
+    assert summary["device"].split(":")[0] == device  # where the model trained
+    main(sft_args(tmp_path, data, *flags, "--max_steps", "6"))
     summary = json.loads((tmp_path / "sft/train_summary.json").read_text())
     assert summary["global_step"] == 6 and summary["resumed_from"].endswith("checkpoint-3")
     losses = [row["loss"] for row in summary["loss_history"]]
@@ -175,9 +179,9 @@ def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny):  # noq
     card = (final / "README.md").read_text()
     assert f"trained on: `{data}`" in card and "seen in training: 12" in card  # the path, not the count
     weights = (final / "model.safetensors").stat().st_mtime_ns
-    main(sft_args(tmp_path, data, "--max_steps", "6"))  # same recipe, finished: not trained again
+    main(sft_args(tmp_path, data, *flags, "--max_steps", "6"))  # same recipe, finished: not trained again
     assert (final / "model.safetensors").stat().st_mtime_ns == weights
-    main(sft_args(tmp_path, data, "--max_steps", "2", "--learning_rate", "1e-4"))  # another recipe: starts over
+    main(sft_args(tmp_path, data, *flags, "--max_steps", "2", "--learning_rate", "1e-4"))  # another recipe: starts over
     summary = json.loads((tmp_path / "sft/train_summary.json").read_text())
     assert summary["global_step"] == 2 and summary["resumed_from"] is None
     assert sorted(p.name for p in (tmp_path / "sft").glob("checkpoint-*")) == ["checkpoint-2"]
@@ -194,23 +198,26 @@ def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny):  # noq
     assert episode.done and episode.tokens_generated >= 1
 
 
-def test_loss_positions_trainer_matches_full_loss(tmp_path, store, tiny):  # noqa: F811
+@pytest.mark.parametrize("device", DEVICES)
+def test_loss_positions_trainer_matches_full_loss(tmp_path, store, tiny, device):  # noqa: F811
+    import copy
+
     import torch
     from trl import SFTConfig, SFTTrainer
 
     from sft.data import tokenize_all
     from sft.train import loss_positions_trainer
 
-    model, tok = tiny
+    model, tok = copy.deepcopy(tiny[0]).to(device), tiny[1]
     tok.padding_side = "right"
     rows = [{"messages": trajectory(SearchTools(store))}] * 2
     data = tokenize_all(tok, rows, TOOLS, 4096)
     from datasets import Dataset
     dataset = Dataset.from_dict({"input_ids": data.input_ids, "labels": data.labels})
-    args = SFTConfig(output_dir=str(tmp_path / "x"), use_cpu=True, report_to="none", per_device_train_batch_size=2)
+    args = SFTConfig(output_dir=str(tmp_path / "x"), use_cpu=device == "cpu", report_to="none", per_device_train_batch_size=2)
     plain = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok)
     fast = loss_positions_trainer()(model=model, args=args, train_dataset=dataset, processing_class=tok)
-    batch = plain.data_collator([dataset[0], dataset[1]])
+    batch = {key: value.to(device) for key, value in plain.data_collator([dataset[0], dataset[1]]).items()}
     with torch.no_grad():
         expected = plain.compute_loss(model, dict(batch))
         got = fast.compute_loss(model, dict(batch))
@@ -286,8 +293,9 @@ def test_common_prefix_stops_at_the_first_difference_or_padding():
     assert common_prefix_length(torch.tensor([[1, 2], [2, 2]])) == 0  # a later match does not count
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("compiled", [False, True])
-def test_shared_prompt_prefix_gives_the_same_loss_and_gradients(store, tiny, compiled):  # noqa: F811
+def test_shared_prompt_prefix_gives_the_same_loss_and_gradients(store, tiny, compiled, device):  # noqa: F811
     """share_prompt_prefix runs the rows' common prompt once: the loss and every gradient must be those of
     the plain batch (two trajectories of different lengths, padded), with compiled parts too."""
     import copy
@@ -311,7 +319,8 @@ def test_shared_prompt_prefix_gives_the_same_loss_and_gradients(store, tiny, com
     mask = torch.tensor([[1] * len(row) + [0] * (width - len(row)) for row in data.input_ids])
     shared_length = common_prefix_length(ids, mask)
     assert 20 < shared_length < len(data.input_ids[1])  # the system prompt and question are shared, then they differ
-    model = load_model("tiny")[0].train()
+    ids, labels, mask = ids.to(device), labels.to(device), mask.to(device)
+    model = load_model("tiny")[0].to(device).train()
     plain, shared = copy.deepcopy(model), copy.deepcopy(model)
     if compiled:
         compile_decoder_layers(shared)
