@@ -5,8 +5,9 @@
 Stages are the checkpoints that exist: base (the untrained model), sft, rl, rl_nolen
 (runs/<run_name>/<stage>/final), and sft_stop / rl_stop: the SFT / RL checkpoint with the two-sided
 calibrated stop (`agent.run --answer-threshold <t> --hold-below`) whose threshold `make stop-fit`
-(STAGE=rl for rl_stop) fitted on dev questions for that checkpoint (runs/<run_name>/<sft|rl>/stop_fit.json); baselines are the base
-model closed-book (no tools) and with naive RAG (top-k results for the question, one answer). Each result lands in
+(STAGE=rl for rl_stop) fitted on dev questions for that checkpoint
+(runs/<run_name>/<sft|rl>/stop_fit.json); baselines are the base model closed-book (no tools)
+and with naive RAG (top-k results for the question, one answer). Each result lands in
 runs/<run_name>/<stage>/eval/<benchmark>/ with a fingerprint of what produced it (checkpoint
 weights, questions, datastore, prompt, decoding, the code of the tools and the episode loop). A
 result with the same fingerprint is kept; a different one (a retrained checkpoint, another limit,
