@@ -151,4 +151,3 @@ def test_embedding_model_path_offline():
     vectors = SentenceTransformer(path, device="cpu").encode(["Paris is in France.", "a cat"])
     assert vectors.shape == (2, models.EMBED_DIM)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
-

@@ -12,7 +12,7 @@ from agent.prompt import first_messages
 from agent.tools import SearchTools, tool_functions
 from common.errors import UserError
 from rl.environment import SearchEnvironment
-from tests.devices import DEVICES, trainer_flags
+from tests.devices import DEVICES, trainer_flags, trainer_settings
 from tests.test_agent import store  # noqa: F401  (fixture)
 
 QUESTIONS = [
@@ -102,11 +102,19 @@ class ScriptedPolicy:
         return out, None
 
 
+def scripted_grpo_args(tmp_path, device):
+    """One GRPO step of two scripted rollouts (ScriptedPolicy) on `device`."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=1, num_generations=2, per_device_train_batch_size=2,
+                      max_completion_length=1024, max_tool_calling_iterations=3, gradient_checkpointing=False,
+                      report_to="none", save_strategy="no", logging_steps=1, beta=0.0, **trainer_settings(device))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("template", ["compact", "qwen2_5", "qwen3"])
 def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template, device):  # noqa: F811
     from datasets import Dataset
-    from trl import GRPOConfig
 
     from rl.rewards import build_rewards
     from rl.trainer import AgentGRPOTrainer
@@ -119,10 +127,7 @@ def test_trained_tokens_are_the_sampled_tokens(tmp_path, store, tiny, template, 
                     docs=[env.documents_seen for env in environments], calls=[env.log.n_calls for env in environments])
         return [0.0] * len(completions)
 
-    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=device == "cpu", bf16=device == "cuda", max_steps=1,
-                      num_generations=2, per_device_train_batch_size=2, max_completion_length=1024,
-                      max_tool_calling_iterations=3, gradient_checkpointing=False, report_to="none", save_strategy="no",
-                      logging_steps=1, beta=0.0)
+    args = scripted_grpo_args(tmp_path, device)
     messages = first_messages(QUESTIONS[0]["question"], 3)
     dataset = Dataset.from_list([{"id": "q0", "prompt": messages, "answers": ["Ada Voss"], "gold_doc_ids": ["kestrel-co"]}])
     trainer = AgentGRPOTrainer(model=copy.deepcopy(tiny[0]), reward_funcs=[*build_rewards(["em"]), spy], args=args,
@@ -186,17 +191,14 @@ def test_zero_advantage_micro_batches_skip_backward_with_the_same_update(tmp_pat
     still logged. Rollouts scored differently (em: one of two right): the usual backward and an update."""
     import torch
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from rl.rewards import build_rewards
     from rl.trainer import AgentGRPOTrainer
 
     tok = template_tokenizer(tiny[1], "compact")
     reward_funcs = build_rewards(["em"]) if rewards == ["em"] else [lambda completions, **kw: [0.0] * len(completions)]
-    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=device == "cpu", bf16=device == "cuda", max_steps=1,
-                      num_generations=2, per_device_train_batch_size=2, max_completion_length=1024,
-                      max_tool_calling_iterations=3, gradient_checkpointing=False, report_to="none", save_strategy="no",
-                      logging_steps=1, beta=0.0)
+    args = scripted_grpo_args(tmp_path, device)
     dataset = Dataset.from_list([{"id": "q0", "prompt": first_messages(QUESTIONS[0]["question"], 3), "answers": ["Ada Voss"],
                                   "gold_doc_ids": ["kestrel-co"]}])
     trainer = AgentGRPOTrainer(model=copy.deepcopy(tiny[0]), reward_funcs=reward_funcs, args=args, train_dataset=dataset,
