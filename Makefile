@@ -8,7 +8,8 @@
 #            MODEL=smollm2-135m QUESTIONS=<jsonl> OUT=<folder>   (make agent-run)
 #            CKPT=runs/smollm2-135m/sft/final              (make diagnose: any checkpoint folder)
 #            STAGE=sft | rl                                (make stop-fit: whose calibrated stop)
-#            RL_SEED=1                                     (make rl / rl-nolen / eval: another RL seed, pooled by make tables)
+#            RL_SEED=1                                     (make rl / rl-nolen / eval / stop-fit STAGE=rl: another RL seed,
+#                                                          pooled by make tables)
 #            REALDATA_DIR=../shared/realdata               (real QA samples for tests and benchmarks)
 
 PYTHON ?= python3
@@ -84,7 +85,7 @@ rl-nolen: $(RL_NEEDS)
 # (HotpotQA's datastore is BM25 only here: embedding its 11.8K passages would add ~4.5 min on 2 cores)
 eval: data
 	$(PY) -m data.realsets --dataset hotpotqa_dev500 --retrievers bm25
-	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_nolen --baselines "")
+	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen --baselines "")
 
 # markdown / CSV / LaTeX tables and plots in runs/tables/ from every result under runs/, with the RL seeds
 # evaluated beside the default run (make rl eval RL_SEED=1) pooled
@@ -106,11 +107,12 @@ probe-sets: setup
 # the SFT checkpoint's calibrated stop: P(the turn opens with <answer>) after each tool output on the
 # dev searches, and the threshold that best matches the oracle's stops; make eval runs the checkpoint
 # with it as stage sft_stop (agent.run --answer-threshold <t> --hold-below). ~5 min; reruns skip it.
-# STAGE=rl fits the RL checkpoint's stop instead (eval stage rl_stop).
+# STAGE=rl fits the RL checkpoint's stop instead (eval stage rl_stop), with RL_SEED=1 that seed's.
 STAGE ?= sft
+STOP_RUN = $(if $(filter sft,$(STAGE)),$(MODEL),$(RL_RUN))
 stop-fit: probe-sets
-	$(PY) -m eval.stop_decisions --model runs/$(MODEL)/$(STAGE)/final --trajectories $(PROBE_SETS) --fit-threshold \
-		--out runs/$(MODEL)/$(STAGE)/stop_fit.json
+	$(PY) -m eval.stop_decisions --model runs/$(STOP_RUN)/$(STAGE)/final --trajectories $(PROBE_SETS) --fit-threshold \
+		--out runs/$(STOP_RUN)/$(STAGE)/stop_fit.json
 
 # where a checkpoint fails, on the dev searches: when to stop, whether its first token depends on what
 # the search needs, reading a finished search, the next call of an unfinished one; after `make data`,

@@ -91,13 +91,9 @@ class TransformersBackend:
             return None
         if len(ids) + len(self.answer_tag) > self._prompt_limit(self.sampling.max_new_tokens):
             return None  # complete_ids reports the overflow
-        steps, greedy = tag_steps(self.model, ids, self.answer_tag)
-        if math.prod(steps) >= self.answer_threshold:
-            return "force"
         last_turn = self.max_turns is not None and sum(m["role"] == "assistant" for m in conversation) >= self.max_turns - 1
-        if not self.hold_below or last_turn:
-            return None
-        return Hold(steps[:self.tag_branch + 1], greedy)
+        return opening_decision(self.model, ids, self.answer_tag, self.tag_branch, self.answer_threshold,
+                                hold=self.hold_below and not last_turn)
 
     def _prompt_limit(self, max_new_tokens: int) -> int:
         """The longest prompt that leaves room for a whole turn in the context."""
@@ -186,11 +182,12 @@ class OpeningBan:
     so the shared tokens before it are down-weighted by what led to the tag: at step j < branch,
     tag[j]'s probability is multiplied by 1 - P(tag[j+1..branch] | tag[:j+1]); at the branch it is 0."""
 
-    def __init__(self, tag: list[int], width: int, holds: list):
-        self.tag, self.width = tag, width
-        self.holds = {row: hold for row, hold in enumerate(holds) if hold is not None}
+    def __init__(self, tag: list[int], width: int | None, holds: list):
+        self.tag, self.width = tag, width  # width None: the first call's (the prompt's padded width)
+        self.holds = {row: hold for row, hold in enumerate(holds) if isinstance(hold, Hold)}
 
     def __call__(self, input_ids, scores):
+        self.width = input_ids.shape[1] if self.width is None else self.width
         step = input_ids.shape[1] - self.width
         for row, hold in self.holds.items():
             if step >= len(hold.steps) or input_ids[row, self.width:].tolist() != self.tag[:step]:
@@ -203,6 +200,38 @@ class OpeningBan:
         from transformers import LogitsProcessorList
 
         return LogitsProcessorList([self])
+
+
+def opening_decision(model, ids: list[int], tag: list[int], branch: int, threshold: float, hold: bool):
+    """The calibrated stop's rule for the turn after a tool output (`ids`, rendered up to the
+    assistant's opening): "force" `<answer>` where the model gives it P >= threshold; below it a
+    `Hold` (the turn may not open with it) when `hold`, else None (the model decides). One rule for
+    evaluation (TransformersBackend) and for RL rollouts (rl.trainer, `rollout_stop_fit`)."""
+    steps, greedy = tag_steps(model, ids, tag)
+    if math.prod(steps) >= threshold:
+        return "force"
+    return Hold(steps[:branch + 1], greedy) if hold else None
+
+
+class ForcedOpening:
+    """A logits processor that makes each "force" row's turn open with `tag`, sampled as the
+    model's own tokens (RL rollouts train on them; evaluation puts the tag in the prompt instead).
+    `width`: the prompt's padded width, or None to take it from the first call."""
+
+    def __init__(self, tag: list[int], width: int | None, decisions: list):
+        self.tag, self.width = tag, width
+        self.rows = [row for row, decision in enumerate(decisions) if decision == "force"]
+
+    def __call__(self, input_ids, scores):
+        self.width = input_ids.shape[1] if self.width is None else self.width
+        step = input_ids.shape[1] - self.width
+        if step < len(self.tag):
+            for row in self.rows:
+                token = self.tag[step]
+                kept = scores[row, token].clone()
+                scores[row] = float("-inf")
+                scores[row, token] = kept
+        return scores
 
 
 def continuation_distributions(model, ids: list[int], continuation: list[int]):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -207,7 +208,9 @@ def fitted_stop(path: Path, checkpoint: str) -> float | str:
     """The two-sided threshold fitted for this checkpoint (`make stop-fit`), or why there is none."""
     from agent.models import checkpoint_digest
 
-    target = "make stop-fit" + ("" if path.parent.name == "sft" else f" STAGE={path.parent.name}")
+    seed = re.search(r"-rlseed(\d+)$", path.parent.parent.name)  # runs/<model>-rlseed<N>/rl: make rl RL_SEED=N
+    target = ("make stop-fit" + ("" if path.parent.name == "sft" else f" STAGE={path.parent.name}")
+              + (f" RL_SEED={seed.group(1)}" if seed else ""))
     if not path.is_file():
         return f"no stop fit at {path} ({target})"
     stored = json.loads(path.read_text())

@@ -32,6 +32,7 @@ from common.errors import UserError, cli_main
 from common.io import atomic_write_text
 from common.paths import runs_dir
 from eval.results import STAGE_LABELS, Result, collect_benchmarks, grouped, pooled, pooled_breakdown, stage_rank
+from eval.run import CALIBRATED_STAGES
 
 
 @dataclass
@@ -119,7 +120,8 @@ def ablation_table(results: list[Result]) -> Table:
 
 # (stage, against, label): the differences issue 5's goals are stated on
 COMPARISONS = [("rl", "sft", "SFT+RL vs SFT"), ("rl", "rl_nolen", "length penalty vs none (both RL)"),
-               ("sft_stop", "sft", "calibrated stop vs greedy (SFT)"), ("rl_stop", "rl", "calibrated stop vs greedy (RL)")]
+               ("sft_stop", "sft", "calibrated stop vs greedy (SFT)"), ("rl_stop", "rl", "calibrated stop vs greedy (RL)"),
+               ("rl_stop", "sft_stop", "SFT+RL vs SFT, both with their calibrated stop")]
 # benchmarks pooled as one row where both stages have them: where SFT is weakest (issue 5's +10 points)
 POOLS = {"heldout + ood": ("world_test_heldout", "world_test_ood")}
 
@@ -180,8 +182,9 @@ def comparison_groups(new: dict[str, Result], old: dict[str, Result]) -> list[tu
 
 def pairs_for(rows: dict, starts: dict, run: str, stage: str, against: str):
     """(new stage, old stage) results, or None: SFT is the one RL started from where that is recorded."""
-    source = starts.get((run, stage)) if against == "sft" else None
-    old_key = source if source and source[1] == "sft" else (run, against)
+    # against an SFT stage: that stage of the SFT run the checkpoint started from (rl_stop decodes rl's)
+    source = starts.get((run, CALIBRATED_STAGES.get(stage, stage))) if against in ("sft", "sft_stop") else None
+    old_key = (source[0], against) if source and source[1] == "sft" else (run, against)
     new, old = rows.get((run, stage)), rows.get(old_key)
     return (new, old) if new and old else None
 

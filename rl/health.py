@@ -32,8 +32,10 @@ SIGNALS = [
     ("episode/right_unseen", "right without the evidence seen"),
     ("rewards/em/mean", "EM reward"),
 ]
-# (key prefix, panel title): one panel, a line per key (the trainer's invalid calls per episode, by tool)
-GROUPS = [("episode/invalid/", "invalid calls / episode, by tool")]
+# (key prefix, panel title): one panel, a line per key (the trainer's invalid calls per episode, by tool; the
+# share of turns after a tool output that the rollout stop forced to answer or held from answering)
+GROUPS = [("episode/invalid/", "invalid calls / episode, by tool"),
+          ("episode/stop_", "rollout stop: turns after a tool output forced / held")]
 
 
 def health_row(logs: dict, step: int) -> dict | None:

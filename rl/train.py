@@ -56,6 +56,9 @@ class RLScriptArguments:
     overlong_buffer: int = field(default=64, metadata={"help": "`overlong`: linear penalty over the last this many"})
     tool_call_cost: float = field(default=0.05, metadata={"help": "`tool_cost`: penalty per tool call"})
     health_min_answer_rate: float = field(default=0.1, metadata={"help": "warn when the answer rate stays below this"})
+    rollout_stop_fit: str | None = field(default=None, metadata={
+        "help": "the starting checkpoint's stop_fit.json (`make stop-fit`): rollouts decode with its two-sided "
+                "calibrated stop, the agent of eval stage sft_stop (rl/trainer.py)"})
     cpu_bf16: str = field(default="auto", metadata={
         "help": "auto: on a CPU train in fp32 even with bf16 set unless a matmul probe finds bf16 faster "
                 "(common/hardware.py; emulated bf16 is ~24x slower); always: keep bf16"})
@@ -93,7 +96,20 @@ def configure(training_args, script: RLScriptArguments) -> None:
               f"({training_args.num_generations}); kimi sees only the local part of a split group")
 
 
-def build_trainer(script, training_args, model_args, model_path, dataset, retriever, rewards, callbacks):
+def rollout_stop(script, model_path: str) -> float | None:
+    """The threshold of `rollout_stop_fit`, fitted for the starting checkpoint, or a UserError."""
+    from eval.stop_decisions import fitted_stop
+
+    if not script.rollout_stop_fit:
+        return None
+    threshold = fitted_stop(Path(script.rollout_stop_fit), model_path)
+    if isinstance(threshold, str):
+        raise UserError(f"rollout_stop_fit: {threshold}")
+    return threshold
+
+
+def build_trainer(script, training_args, model_args, model_path, dataset, retriever, rewards, callbacks,
+                  stop: float | None = None):
     from agent.chat import prepare_tokenizer
     from agent.models import load_model
     from rl.environment import SearchEnvironment
@@ -110,7 +126,7 @@ def build_trainer(script, training_args, model_args, model_path, dataset, retrie
 
     return AgentGRPOTrainer(model=model, reward_funcs=rewards, args=training_args, train_dataset=dataset,
                             processing_class=add_response_parser(prepare_tokenizer(tokenizer)), environment_factory=environment,
-                            peft_config=peft_config, callbacks=callbacks)
+                            peft_config=peft_config, callbacks=callbacks, rollout_stop=stop)
 
 
 MODEL_CARD = """# {name}
@@ -122,7 +138,7 @@ as its environment, tool outputs masked out of the loss.
 - questions: `{questions}` ({used} used)
 - rewards: {rewards} with weights {weights}; length penalties on {scope} answers, counting only the policy's tokens{evidence}
 - GRPO: {steps} steps, {num_generations} generations per question, max_completion_length {max_completion_length}
-  (tool outputs included), turn cap {max_turn_tokens} tokens, learning rate {lr}, beta {beta}, seed {seed}
+  (tool outputs included), turn cap {max_turn_tokens} tokens, learning rate {lr}, beta {beta}, seed {seed}{stop}
 - wall time: {seconds:.0f} s this run ({seconds_per_step:.1f} s/step)
 - health: see health.png / health.jsonl beside this folder{warnings}
 - chat template: the agent's tool template (agent.chat.prepare_tokenizer), as in SFT and evaluation
@@ -155,19 +171,22 @@ def reward_settings(script) -> dict:
 
 def script_settings(script) -> dict:
     """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
-    the bf16 actually used is in the training arguments, so it is left out. answer_needs_evidence is
-    left out while off, so runs from before it existed keep their fingerprint."""
+    the bf16 actually used is in the training arguments, so it is left out. answer_needs_evidence and
+    rollout_stop_fit are left out while off, so runs from before them keep their fingerprint."""
     settings = {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
-    if not settings["answer_needs_evidence"]:
-        del settings["answer_needs_evidence"]
+    for key in ("answer_needs_evidence", "rollout_stop_fit"):
+        if not settings[key]:
+            del settings[key]
     return settings
 
 
-def fingerprints(script, training_args, model_path: str, weights: str) -> tuple[str, str]:
+def fingerprints(script, training_args, model_path: str, weights: str,
+                 rollout_stop: float | None = None) -> tuple[str, str]:
     """(fingerprint, identity): a finished run with the same fingerprint is not run again; a
     checkpoint with the same identity (the fingerprint without LENGTH_KEYS) may be resumed."""
     questions = Path(script.questions)
     settings = {"script": script_settings(script), "model": model_path, "weights": weights,
+                **({"rollout_stop": rollout_stop} if rollout_stop is not None else {}),
                 "questions": file_sha256(questions) if questions.is_file() else None,
                 **({"pass_rates": file_sha256(Path(script.pass_rate_file))} if script.pass_rate_file else {}),
                 "grpo": {k: v for k, v in training_args.to_dict().items() if not k.startswith(("logging", "output_dir"))}}
@@ -189,11 +208,12 @@ def main(argv=None) -> None:
     weights = checkpoint_digest(model_path)  # ~1 s for the 135M model: once, for the pass-rate check and the fingerprint
     if script.pass_rate_file:
         check_pass_rates_model(script.pass_rate_file, model_path, weights)
+    stop = rollout_stop(script, model_path)
     questions, stats = load_questions(script)
     retriever = make_retriever(script)
     configure(training_args, script)
     out = Path(training_args.output_dir)
-    digest, identity = fingerprints(script, training_args, model_path, weights)
+    digest, identity = fingerprints(script, training_args, model_path, weights, stop)
     done = finished_run(out, digest)
     if done:
         print(f"{out / 'final'} is already trained with this recipe ({done['global_step']} steps); nothing to do")
@@ -202,7 +222,7 @@ def main(argv=None) -> None:
           f"start {model_path}")
     health = HealthCallback(out, HealthMonitor(min_answer_rate=script.health_min_answer_rate))
     trainer = build_trainer(script, training_args, model_args, model_path, make_dataset(questions, script.max_tool_calls),
-                            retriever, rewards, [health])
+                            retriever, rewards, [health], stop)
     last = resumable_checkpoint(out, identity)
     if last:
         print(f"resuming from {last}")
@@ -216,6 +236,8 @@ def main(argv=None) -> None:
             "used": stats["used"], "rewards": ", ".join(script.reward_funcs),
             "weights": training_args.reward_weights or [1.0] * len(rewards), "scope": script.length_penalty_scope,
             "evidence": "; an answer is right only with all its gold documents seen" if script.answer_needs_evidence else "",
+            "stop": f"\n- rollouts under the calibrated stop of `{script.rollout_stop_fit}` (threshold {stop:.3f})"
+                    if stop is not None else "",
             "steps": trainer.state.global_step, "num_generations": training_args.num_generations,
             "max_completion_length": training_args.max_completion_length, "max_turn_tokens": script.max_turn_tokens,
             "lr": training_args.learning_rate, "beta": training_args.beta, "seed": training_args.seed,

@@ -17,17 +17,26 @@
    before; the gradient is an exact zero, as TRL's would be, so AdamW's moments evolve the same.
    On the CPU default most groups have zero variance; a backward costs about twice its forward.
 
+6. `rollout_stop`: rollouts decode with the agent's two-sided calibrated stop (agent.backends.
+   opening_decision, the rule of eval stages sft_stop / rl_stop): each turn after a tool output opens
+   with `<answer>` where the policy gives it P >= threshold, and may not open with it below (except
+   the loop's last turn). GRPO then learns from the episodes the deployed agent would run. The
+   constrained tokens are trained as sampled, with the policy's unconstrained log-probabilities.
+
 Token faithfulness is TRL's: in the tool loop the next turn's prompt is `prompt_ids +
 completion_ids + tool_suffix_ids` (concatenation, no decode/re-encode of sampled tokens), and the
 ids trained on are those same lists; tests/test_rl.py checks it for each supported chat template.
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import torch
+from transformers import LogitsProcessorList
 from trl import GRPOTrainer
 
+from agent.backends import ANSWER_TAG, TOOL_CALL_TAG, ForcedOpening, Hold, OpeningBan, branch_index, opening_decision
 from agent.tools import TOOL_NAMES
 from eval.metrics import best_em
 from rl.rewards import episode_view, evidence_recalls
@@ -62,8 +71,17 @@ def add_response_parser(tokenizer):
 
 
 class AgentGRPOTrainer(GRPOTrainer):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, rollout_stop: float | None = None, **kwargs):
+        if rollout_stop is not None and getattr(kwargs.get("args"), "use_vllm", False):
+            raise ValueError("rollout_stop_fit needs transformers generation (use_vllm false)")
         super().__init__(*args, **kwargs)
+        self.rollout_stop = rollout_stop
+        self._tool_turn = 0  # inside TRL's tool loop: the number of the turn being generated
+        self._stop_counts = Counter()
+        if rollout_stop is not None:
+            tokenize = functools.partial(self.processing_class, add_special_tokens=False)
+            self._answer_tag = tokenize(ANSWER_TAG)["input_ids"]
+            self._tag_branch = branch_index(self._answer_tag, tokenize(TOOL_CALL_TAG)["input_ids"])
         # TRL lists an environment's methods alphabetically (find, open, search); the agent's prompt
         # lists them as agent.tools.TOOL_NAMES. Same order here, so RL prompts are the agent's prompts.
         rank = {name: i for i, name in enumerate(TOOL_NAMES)}
@@ -84,6 +102,34 @@ class AgentGRPOTrainer(GRPOTrainer):
     def gradient_is_zero(self, inputs) -> bool:
         """GRPO's loss is advantage x (clipped) ratio per token, plus beta x KL and an auxiliary loss."""
         return self.beta == 0.0 and not self.aux_loss_enabled and not bool(inputs["advantages"].any())
+
+    def _tool_call_loop(self, *args, **kwargs):
+        self._tool_turn = 1
+        try:
+            return super()._tool_call_loop(*args, **kwargs)
+        finally:
+            self._tool_turn = 0
+
+    def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+        """A turn of every rollout still running; after a tool output, under the rollout stop."""
+        if self.rollout_stop is None or not self._tool_turn:
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        last = self._tool_turn >= self.max_tool_calling_iterations  # the loop runs no tool after this turn
+        self._tool_turn += 1
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        with torch.no_grad():
+            decisions = [opening_decision(model, ids, self._answer_tag, self._tag_branch, self.rollout_stop, hold=not last)
+                         for ids in prompt_ids]
+        self._stop_counts.update(turns=len(decisions), forced=decisions.count("force"),
+                                 held=sum(isinstance(d, Hold) and d.greedy_answers for d in decisions))
+        processors = LogitsProcessorList([ForcedOpening(self._answer_tag, None, decisions),
+                                          OpeningBan(self._answer_tag, None, decisions)])
+        # TRL calls generate without logits processors; this turn's call gets the stop's
+        model.generate = functools.partial(type(model).generate, model, logits_processor=processors)
+        try:
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        finally:
+            del model.generate
 
     def _generate(self, prompts: list):
         prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, *rest = super()._generate(prompts)
@@ -108,6 +154,11 @@ class AgentGRPOTrainer(GRPOTrainer):
             self._log_metric(f"episode/invalid/{kind}", invalid[kind] / n)
         self._log_metric("episode/ended_on_tool", sum(view.ended_on_tool for view in views) / n)
         self._log_metric("episode/policy_tokens", sum(sum(mask) for mask in masks) / n)
+        if self.rollout_stop is not None:  # shares of the turns after a tool output
+            turns = max(self._stop_counts["turns"], 1)
+            self._log_metric("episode/stop_forced", self._stop_counts["forced"] / turns)
+            self._log_metric("episode/stop_held", self._stop_counts["held"] / turns)
+            self._stop_counts.clear()
         environments = self.environments or []
         if environments and hasattr(environments[0], "documents_seen"):
             # with one question per step, its number of gold documents (its hops, for the world's questions)

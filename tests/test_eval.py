@@ -12,6 +12,7 @@ import pytest
 
 from common.paths import runs_dir
 from eval.metrics import best_em, best_f1
+from tests.steer import writes_tag
 
 QUESTIONS = [{"id": f"q{i}", "question": f"Q{i}?", "answers": [ans], "hops": hops, "type": kind}
              for i, (ans, hops, kind) in enumerate([("Paris", 1, "lookup"), ("1874", 2, "bridge"),
@@ -149,6 +150,12 @@ def test_rl_runs_pair_with_the_sft_they_started_from_and_seeds_pool(fixture_runs
     pooled = rows[("m + m-rlseed1", "SFT+RL vs SFT")]  # EM 0.5 -> (1.0 + 0.5) / 2
     assert pooled[3:5] == ["4 x 2", "0.500 -> 0.750"] and pooled[6] == "100 -> 70"
     assert rows[("m + m-rlseed1", "length penalty vs none (both RL)")][4] == "0.500 -> 0.750"
+    write_result(fixture_runs, "sft_stop", "world_test", ["Paris", None, "no", None], tokens=150)
+    write_result(fixture_runs, "rl_stop", "world_test", ["Paris", "1874", "yes", None], tokens=140, run="m-rlseed1")
+    paired = {t.name: t for t in build_tables(fixture_runs, log=lambda line: None)}["paired"]
+    rows = {(row[0], row[1]): row for row in paired.rows}
+    both = rows[("m-rlseed1", "SFT+RL vs SFT, both with their calibrated stop")]  # rl_stop: the rl checkpoint's start
+    assert both[2:5] == ["world_test", "4", "0.250 -> 0.750"] and both[6] == "150 -> 140"
     for pool in (["m", "nope"], ["m", "m"]):
         with pytest.raises(UserError, match=f"--pool {' '.join(pool)}: name two or more different runs"):
             build_tables(fixture_runs, log=lambda line: None, seed_pools=[pool])
@@ -254,9 +261,10 @@ def test_stale_results_rerun_only_when_inputs_change(runs, monkeypatch):
     assert len(calls) == 5
 
 
-@pytest.mark.parametrize("stage, trained, target", [("sft_stop", "sft", "make stop-fit)"),
-                                                    ("rl_stop", "rl", "make stop-fit STAGE=rl)")])
-def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeypatch, capsys, stage, trained, target):
+@pytest.mark.parametrize("run, stage, trained, target", [("m", "sft_stop", "sft", "make stop-fit)"),
+                                                         ("m", "rl_stop", "rl", "make stop-fit STAGE=rl)"),
+                                                         ("m-rlseed1", "rl_stop", "rl", "make stop-fit STAGE=rl RL_SEED=1)")])
+def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeypatch, capsys, run, stage, trained, target):
     """sft_stop (rl_stop) decodes the SFT (RL) checkpoint with the two-sided stop fitted for that checkpoint
     (make stop-fit [STAGE=rl]); without a fit, or with one made for other weights, it is skipped and says why."""
     import agent.run
@@ -266,11 +274,11 @@ def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeyp
     questions = runs / "q.jsonl"
     runs.mkdir(parents=True)
     questions.write_text(json.dumps(QUESTIONS[0]) + "\n")
-    folder = runs / "m" / trained
+    folder = runs / run / trained
     (folder / "final").mkdir(parents=True)
     (folder / "final" / "config.json").write_text("{}")
     (folder / "final" / "model.safetensors").write_bytes(b"weights-1")
-    config = eval_run.EvalArguments(run_name="m", stages=[stage], baselines=[],
+    config = eval_run.EvalArguments(run_name=run, stages=[stage], baselines=[],
                                     benchmarks=["toy"], extra_benchmarks=[f"toy={questions}@world"], limit=1)
     assert eval_run.plan(config) == []
     out = capsys.readouterr().out
@@ -285,7 +293,7 @@ def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeyp
     fit(0.4, b"weights-1")
     (job,) = eval_run.plan(config)
     assert job.model == str(folder / "final") and job.answer_threshold == 0.4
-    assert job.out == runs / "m" / stage / "eval" / "toy"
+    assert job.out == runs / run / stage / "eval" / "toy"
     argvs = []
     monkeypatch.setattr(agent.run, "run", lambda args: argvs.append(args) or (Path(args.out) / "metrics.json").write_text("{}"))
     assert eval_run.run_job(job, config, {}) == "ran"
@@ -664,8 +672,6 @@ def test_opening_ban_draws_the_turn_given_that_it_does_not_open_with_the_tag():
 
 
 def test_hold_below_keeps_a_turn_from_opening_with_the_answer_tag(tiny):
-    import torch
-
     from agent.backends import Sampling, TransformersBackend, tag_probability
     from agent.chat import prepare_tokenizer
 
@@ -674,17 +680,7 @@ def test_hold_below_keeps_a_turn_from_opening_with_the_answer_tag(tiny):
     messages = _reading_messages()[:4]
     backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens=4), reuse_cache=False)
     tag = backend.answer_tag
-
-    def write_the_tag(module, args, kwargs, output):  # the next tag token after each tag token, else `<`
-        ids = kwargs.get("input_ids", args[0] if args else None)[:, -output.logits.shape[1]:]
-        target = torch.full_like(ids, tag[0])
-        for before, after in zip(tag, tag[1:]):
-            target[ids == before] = after
-        output.logits = output.logits.scatter_add(-1, target[..., None], torch.full_like(output.logits[..., :1], 10.0))
-        return output
-
-    boost = model.register_forward_hook(write_the_tag, with_kwargs=True)
-    try:  # the tiny model, pushed to write `<answer>` everywhere
+    with writes_tag(model, tag):  # the tiny model, pushed to write `<answer>` everywhere
         ids = tokenizer(backend.render(messages, None), add_special_tokens=False).input_ids
         p, greedy = tag_probability(model, ids, tag)
         assert greedy and p < 1.0
@@ -694,8 +690,6 @@ def test_hold_below_keeps_a_turn_from_opening_with_the_answer_tag(tiny):
         assert not held.text.startswith("<answer>") and held.held and backend.held_answers == 1
         backend.max_turns = 2  # the conversation holds one assistant turn: the next is the last, never held
         assert backend.complete([messages], None)[0].text.startswith("<answer>") and backend.held_answers == 1
-    finally:
-        boost.remove()
 
 
 def test_answer_threshold_opens_the_turn_with_the_tag_after_tool_outputs_only(tiny):

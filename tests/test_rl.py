@@ -13,6 +13,7 @@ from agent.tools import SearchTools, tool_functions
 from common.errors import UserError
 from rl.environment import SearchEnvironment
 from tests.devices import DEVICES, trainer_flags, trainer_settings
+from tests.steer import writes_tag
 from tests.test_agent import store  # noqa: F401  (fixture)
 
 QUESTIONS = [
@@ -223,6 +224,56 @@ def test_zero_advantage_micro_batches_skip_backward_with_the_same_update(tmp_pat
     assert all(p.grad is None or not p.grad.any() for p in model.parameters())
 
 
+def test_rollouts_after_a_tool_output_follow_the_calibrated_stop(tmp_path, store, tiny):  # noqa: F811
+    """rollout_stop: TRL's own generation of a turn after a tool output opens with `<answer>` at
+    P >= threshold and never below it (but on the loop's last turn); the first turn is the model's."""
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from rl.health import health_panels
+    from rl.rewards import build_rewards
+    from rl.trainer import AgentGRPOTrainer
+
+    tok = template_tokenizer(tiny[1], "compact")
+    question = first_messages(QUESTIONS[0]["question"], 3)
+    call = {"function": {"name": "search", "arguments": {"query": "Kestrel"}}}
+    after_tool = question + [{"role": "assistant", "content": "", "tool_calls": [call]},
+                             {"role": "tool", "name": "search", "content": SearchEnvironment(store).search("Kestrel")}]
+    tools = env_tools(SearchEnvironment(store))
+    prompts = [tok.apply_chat_template(m, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False)
+               for m in (after_tool, question)]
+    tag = tok("<answer>", add_special_tokens=False).input_ids
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2, max_completion_length=6,
+                      max_tool_calling_iterations=3, temperature=0.05, report_to="none", **trainer_settings("cpu"))
+    dataset = Dataset.from_list([{"id": "q0", "prompt": question, "answers": ["Ada Voss"]}])
+
+    def opens_with_tag(threshold, turn):
+        trainer = AgentGRPOTrainer(model=copy.deepcopy(tiny[0]), reward_funcs=build_rewards(["em"]), args=args,
+                                   train_dataset=dataset, processing_class=tok, rollout_stop=threshold,
+                                   environment_factory=lambda: SearchEnvironment(store, max_tool_calls=3))
+        trainer._tool_turn = turn
+        with writes_tag(trainer.model, tag):  # greedy would open every turn with `<answer>`, at P < 1
+            completions, _ = trainer._generate_single_turn(prompts[:1] if turn else prompts[1:], None, {}, 1)
+        assert "generate" not in vars(trainer.model)  # TRL's generate is back for the next turn
+        return completions[0][:len(tag)] == tag, trainer
+
+    forced, trainer = opens_with_tag(1e-9, 1)
+    assert forced and +trainer._stop_counts == {"turns": 1, "forced": 1}
+    trainer._log_episode_metrics([], [])  # the step's shares go to the health log, and the counts start over
+    assert trainer._pending_metrics["episode/stop_forced"] == [1.0] and not +trainer._stop_counts
+    held, trainer = opens_with_tag(1.0, 1)
+    assert not held and +trainer._stop_counts == {"turns": 1, "held": 1}
+    assert opens_with_tag(1.0, 3)[0]  # the loop's last turn: only an answer can still score
+    first, trainer = opens_with_tag(1.0, 0)
+    assert first and not +trainer._stop_counts  # the first turn, after the question: the stop does not apply
+    assert dict(health_panels([{"step": 1, "episode/stop_forced": 1.0, "episode/stop_held": 0.0}])) == {
+        "rollout stop: turns after a tool output forced / held": ["episode/stop_forced", "episode/stop_held"]}
+    with pytest.raises(ValueError, match="use_vllm false"):
+        AgentGRPOTrainer(model=tiny[0], reward_funcs=build_rewards(["em"]), train_dataset=dataset, processing_class=tok,
+                         args=GRPOConfig(output_dir=str(tmp_path), use_vllm=True, **trainer_settings("cpu")), rollout_stop=0.5,
+                         environment_factory=lambda: SearchEnvironment(store))
+
+
 # ---- the training stage ------------------------------------------------------------------------
 def write_questions(path):
     path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
@@ -307,6 +358,8 @@ def test_health_monitor_warns_on_collapse(capsys):
     (["--questions", "runs/none.jsonl"], "question file runs/none.jsonl does not exist"),
     (["--length_penalty_scope", "wrong"], "length_penalty_scope must be one of correct, all"),
     (["--pass_rate_file", "nope.jsonl"], "pass_rate_file nope.jsonl does not exist"),
+    (["--rollout_stop_fit", "runs/nowhere/sft/stop_fit.json"],
+     "rollout_stop_fit: no stop fit at runs/nowhere/sft/stop_fit.json (make stop-fit)"),
 ])
 def test_bad_input_fails_at_start_naming_the_fix(tmp_path, runs, extra, message):
     from rl.train import main
@@ -366,6 +419,7 @@ def test_answer_needs_evidence_reaches_the_rewards_and_keeps_old_fingerprints():
 
     script = RLScriptArguments()
     assert "answer_needs_evidence" not in script_settings(script)  # off: stop-28 runs keep their fingerprint
+    assert "rollout_stop_fit" not in script_settings(script)  # likewise runs from before stop 34
     script, *_ = parse_recipe((RLScriptArguments, GRPOConfig, ModelConfig), ["--config", "recipes/smollm2-135m/rl.yaml", "--answer_needs_evidence", "true"])
     assert script_settings(script)["answer_needs_evidence"] is True
     rewards = build_rewards(["em", "kimi", "format"], None, **reward_settings(script))
@@ -502,8 +556,8 @@ def test_the_pass_rate_stage_samples_as_rl_rolls_out():
 
 
 def test_an_rl_seed_is_trained_and_evaluated_beside_the_default_run():
-    """make rl / rl-nolen / eval RL_SEED=1 write runs/<model>-rlseed1/, which eval.tables pairs with the SFT
-    it started from and pools with the default run."""
+    """make rl / rl-nolen / eval / stop-fit STAGE=rl RL_SEED=1 write runs/<model>-rlseed1/, which eval.tables
+    pairs with the SFT it started from and pools with the default run."""
     import subprocess
 
     lines = subprocess.run(["make", "-n", "rl", "rl-nolen", "eval", "RL_SEED=1"], capture_output=True, text=True,
@@ -512,7 +566,12 @@ def test_an_rl_seed_is_trained_and_evaluated_beside_the_default_run():
     assert train == ["--config recipes/smollm2-135m/rl.yaml --seed 1 --output_dir runs/smollm2-135m-rlseed1/rl",
                      "--config recipes/smollm2-135m/rl_nolen.yaml --seed 1 --output_dir runs/smollm2-135m-rlseed1/rl_nolen"]
     evaluate = next(line for line in lines if "-m eval.run" in line)
-    assert evaluate.endswith('--run_name smollm2-135m-rlseed1 --stages rl rl_nolen --baselines ""')
+    assert evaluate.endswith('--run_name smollm2-135m-rlseed1 --stages rl rl_stop rl_nolen --baselines ""')
+    fit = subprocess.run(["make", "-n", "stop-fit", "STAGE=rl", "RL_SEED=1"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "--model runs/smollm2-135m-rlseed1/rl/final" in fit and "--out runs/smollm2-135m-rlseed1/rl/stop_fit.json" in fit
+    assert "--out runs/smollm2-135m/sft/stop_fit.json" in subprocess.run(  # SFT has no RL seed
+        ["make", "-n", "stop-fit", "RL_SEED=1"], capture_output=True, text=True, check=True).stdout
     plain = subprocess.run(["make", "-n", "rl"], capture_output=True, text=True, check=True).stdout
     assert "--seed" not in plain and "rlseed" not in plain
     own = subprocess.run(["make", "-n", "rl", "RL_SEED=0"], capture_output=True, text=True)
