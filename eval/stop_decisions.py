@@ -28,6 +28,9 @@ import numpy as np
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json, config_hash
 from eval.metrics import value_order
+
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+MAKE_DEFAULT_MODEL = "smollm2-135m"  # the Makefile's MODEL
 from sft.data import read_trajectories  # the same reader and checks as SFT
 
 
@@ -204,13 +207,25 @@ def stored_identity(path: Path) -> dict | None:
     return {"checkpoint": stored.get("checkpoint"), "trajectories": stored.get("trajectories")} if stored.get("fitted") else None
 
 
+def stop_fit_command(path: Path) -> str:
+    """What writes the fit at `path`: `make stop-fit` for runs/<model>[-rlseed<N>]/<stage>/ of a recipe
+    folder (make rl RL_SEED=N writes the -rlseed<N> runs), the module itself for any other run folder."""
+    run, stage = path.parent.parent.name, path.parent.name
+    seed = re.fullmatch(r"(.+)-rlseed(\d+)", run)
+    model = seed.group(1) if seed else run
+    if not (RECIPES / model).is_dir():
+        return (f"python -m eval.stop_decisions --model {path.parent / 'final'} --trajectories <dev oracle searches> "
+                f"--fit-threshold --out {path}")
+    return " ".join(["make stop-fit", *([f"STAGE={stage}"] if stage != "sft" else []),
+                     *([f"RL_SEED={seed.group(2)}"] if seed else []),
+                     *([f"MODEL={model}"] if model != MAKE_DEFAULT_MODEL else [])])
+
+
 def fitted_stop(path: Path, checkpoint: str) -> float | str:
     """The two-sided threshold fitted for this checkpoint (`make stop-fit`), or why there is none."""
     from agent.models import checkpoint_digest
 
-    seed = re.search(r"-rlseed(\d+)$", path.parent.parent.name)  # runs/<model>-rlseed<N>/rl: make rl RL_SEED=N
-    target = ("make stop-fit" + ("" if path.parent.name == "sft" else f" STAGE={path.parent.name}")
-              + (f" RL_SEED={seed.group(1)}" if seed else ""))
+    target = stop_fit_command(path)
     if not path.is_file():
         return f"no stop fit at {path} ({target})"
     stored = json.loads(path.read_text())

@@ -72,8 +72,11 @@ def add_response_parser(tokenizer):
 
 class AgentGRPOTrainer(GRPOTrainer):
     def __init__(self, *args, rollout_stop: float | None = None, **kwargs):
-        if rollout_stop is not None and getattr(kwargs.get("args"), "use_vllm", False):
-            raise ValueError("rollout_stop_fit needs transformers generation (use_vllm false)")
+        config = kwargs.get("args")
+        if rollout_stop is not None and (getattr(config, "use_vllm", False)
+                                         or getattr(config, "use_transformers_continuous_batching", False)):
+            raise ValueError("rollout_stop_fit needs transformers' generate (use_vllm and "
+                             "use_transformers_continuous_batching false)")
         super().__init__(*args, **kwargs)
         self.rollout_stop = rollout_stop
         self._tool_turn = 0  # inside TRL's tool loop: the number of the turn being generated

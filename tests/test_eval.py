@@ -261,9 +261,11 @@ def test_stale_results_rerun_only_when_inputs_change(runs, monkeypatch):
     assert len(calls) == 5
 
 
-@pytest.mark.parametrize("run, stage, trained, target", [("m", "sft_stop", "sft", "make stop-fit)"),
-                                                         ("m", "rl_stop", "rl", "make stop-fit STAGE=rl)"),
-                                                         ("m-rlseed1", "rl_stop", "rl", "make stop-fit STAGE=rl RL_SEED=1)")])
+@pytest.mark.parametrize("run, stage, trained, target", [
+    ("smollm2-135m", "sft_stop", "sft", "(make stop-fit)"),
+    ("smollm2-135m", "rl_stop", "rl", "(make stop-fit STAGE=rl)"),
+    ("tiny-rlseed1", "rl_stop", "rl", "(make stop-fit STAGE=rl RL_SEED=1 MODEL=tiny)"),
+    ("smollm2-135m-variant", "rl_stop", "rl", "--fit-threshold --out {runs}/smollm2-135m-variant/rl/stop_fit.json)")])
 def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeypatch, capsys, run, stage, trained, target):
     """sft_stop (rl_stop) decodes the SFT (RL) checkpoint with the two-sided stop fitted for that checkpoint
     (make stop-fit [STAGE=rl]); without a fit, or with one made for other weights, it is skipped and says why."""
@@ -282,7 +284,7 @@ def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeyp
                                     benchmarks=["toy"], extra_benchmarks=[f"toy={questions}@world"], limit=1)
     assert eval_run.plan(config) == []
     out = capsys.readouterr().out
-    assert f"skipped stage {stage}: no stop fit" in out and out.rstrip().endswith(target)
+    assert f"skipped stage {stage}: no stop fit" in out and out.rstrip().endswith(target.format(runs=runs))
 
     def fit(threshold, weights):
         digest = checkpoint_digest(str(folder / "final"))
@@ -669,6 +671,22 @@ def test_opening_ban_draws_the_turn_given_that_it_does_not_open_with_the_tag():
     assert (after[2] == 0).all()  # held, but the turn opened with another token
     later = ban(torch.tensor([[1, 2, 3, 44, 19324]] * 3), scores.clone())  # past the branch: nothing changes
     assert (later == 0).all()
+
+
+def test_forced_opening_writes_the_tag_in_forced_rows_only():
+    import torch
+
+    from agent.backends import ForcedOpening, Hold
+
+    tag = [44, 11247, 46]
+    force = ForcedOpening(tag, None, ["force", None, Hold([0.5, 0.5], False)])
+    scores = torch.zeros(3, 20000)
+    for step in range(len(tag)):  # left-padded prompts of width 4, then the tag so far
+        ids = torch.tensor([[0, 0, 1, 2, *tag[:step]]] * 3)
+        out = force(ids, scores.clone())
+        assert out[0].isinf().sum() == 19999 and out[0, tag[step]] == 0  # only the tag's next token is left
+        assert (out[1:] == 0).all()  # the others are untouched (a Hold is OpeningBan's)
+    assert (force(torch.tensor([[0, 0, 1, 2, *tag, 9]] * 3), scores.clone()) == 0).all()  # after the tag: free
 
 
 def test_hold_below_keeps_a_turn_from_opening_with_the_answer_tag(tiny):

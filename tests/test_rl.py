@@ -1,4 +1,5 @@
 """RL: the environment, token faithfulness through TRL's tool loop, a tiny GRPO run with resume, bad recipes."""
+import contextlib
 import copy
 import json
 import re
@@ -247,17 +248,18 @@ def test_rollouts_after_a_tool_output_follow_the_calibrated_stop(tmp_path, store
                       max_tool_calling_iterations=3, temperature=0.05, report_to="none", **trainer_settings("cpu"))
     dataset = Dataset.from_list([{"id": "q0", "prompt": question, "answers": ["Ada Voss"]}])
 
-    def opens_with_tag(threshold, turn):
+    def opens_with_tag(threshold, turn, steer=True):
         trainer = AgentGRPOTrainer(model=copy.deepcopy(tiny[0]), reward_funcs=build_rewards(["em"]), args=args,
                                    train_dataset=dataset, processing_class=tok, rollout_stop=threshold,
                                    environment_factory=lambda: SearchEnvironment(store, max_tool_calls=3))
         trainer._tool_turn = turn
-        with writes_tag(trainer.model, tag):  # greedy would open every turn with `<answer>`, at P < 1
-            completions, _ = trainer._generate_single_turn(prompts[:1] if turn else prompts[1:], None, {}, 1)
+        with writes_tag(trainer.model, tag) if steer else contextlib.nullcontext():  # steered: greedy opens every
+            completions, _ = trainer._generate_single_turn(prompts[:1] if turn else prompts[1:], None, {}, 1)  # turn with it
         assert "generate" not in vars(trainer.model)  # TRL's generate is back for the next turn
         return completions[0][:len(tag)] == tag, trainer
 
-    forced, trainer = opens_with_tag(1e-9, 1)
+    assert not opens_with_tag(None, 1, steer=False)[0]  # the tiny model itself does not write the tag
+    forced, trainer = opens_with_tag(1e-30, 1, steer=False)  # the random tiny model gives the tag P < 1e-9
     assert forced and +trainer._stop_counts == {"turns": 1, "forced": 1}
     trainer._log_episode_metrics([], [])  # the step's shares go to the health log, and the counts start over
     assert trainer._pending_metrics["episode/stop_forced"] == [1.0] and not +trainer._stop_counts
@@ -268,10 +270,39 @@ def test_rollouts_after_a_tool_output_follow_the_calibrated_stop(tmp_path, store
     assert first and not +trainer._stop_counts  # the first turn, after the question: the stop does not apply
     assert dict(health_panels([{"step": 1, "episode/stop_forced": 1.0, "episode/stop_held": 0.0}])) == {
         "rollout stop: turns after a tool output forced / held": ["episode/stop_forced", "episode/stop_held"]}
-    with pytest.raises(ValueError, match="use_vllm false"):
-        AgentGRPOTrainer(model=tiny[0], reward_funcs=build_rewards(["em"]), train_dataset=dataset, processing_class=tok,
-                         args=GRPOConfig(output_dir=str(tmp_path), use_vllm=True, **trainer_settings("cpu")), rollout_stop=0.5,
-                         environment_factory=lambda: SearchEnvironment(store))
+    for generation in ("use_vllm", "use_transformers_continuous_batching"):  # paths that do not call generate
+        with pytest.raises(ValueError, match="rollout_stop_fit needs transformers' generate"):
+            AgentGRPOTrainer(model=tiny[0], reward_funcs=build_rewards(["em"]), train_dataset=dataset,
+                             processing_class=tok, rollout_stop=0.5, environment_factory=lambda: SearchEnvironment(store),
+                             args=GRPOConfig(output_dir=str(tmp_path), **{generation: True}, **trainer_settings("cpu")))
+
+
+def test_the_rollout_stop_holds_every_turn_of_trls_tool_loop_but_its_last(tmp_path, store, tiny, monkeypatch):  # noqa: F811
+    """Through TRL's own tool loop (3 rounds): the first turn is free, the next two are held from
+    answering, and the last, after which no tool runs, is not (only an answer can still score)."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from rl.rewards import build_rewards
+    from rl.trainer import AgentGRPOTrainer
+
+    tok = template_tokenizer(tiny[1], "compact")
+    call = tok(render_tool_call({"function": {"name": "search", "arguments": {"query": "Kestrel"}}}),
+               add_special_tokens=False).input_ids + [tok.convert_tokens_to_ids("<|im_end|>")]
+    held_rows = []
+
+    def always_search(self, prompt_ids, *args, **kwargs):  # TRL's sampling, replaced: every turn calls a tool
+        processors = getattr(vars(self.model).get("generate"), "keywords", {}).get("logits_processor") or []
+        held_rows.append([sorted(p.holds) for p in processors if hasattr(p, "holds")])
+        return [list(call) for _ in prompt_ids], None
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", always_search)
+    dataset = Dataset.from_list([{"id": "q0", "prompt": first_messages(QUESTIONS[0]["question"], 8), "answers": ["Ada Voss"]}])
+    trainer = AgentGRPOTrainer(model=copy.deepcopy(tiny[0]), reward_funcs=build_rewards(["em"]), processing_class=tok,
+                               args=scripted_grpo_args(tmp_path, "cpu"), train_dataset=dataset, rollout_stop=1.0,
+                               environment_factory=lambda: SearchEnvironment(store, max_tool_calls=8))
+    trainer.train()
+    assert held_rows == [[], [[0, 1]], [[0, 1]], [[]]]  # both rollouts, turn by turn
 
 
 # ---- the training stage ------------------------------------------------------------------------
@@ -359,7 +390,8 @@ def test_health_monitor_warns_on_collapse(capsys):
     (["--length_penalty_scope", "wrong"], "length_penalty_scope must be one of correct, all"),
     (["--pass_rate_file", "nope.jsonl"], "pass_rate_file nope.jsonl does not exist"),
     (["--rollout_stop_fit", "runs/nowhere/sft/stop_fit.json"],
-     "rollout_stop_fit: no stop fit at runs/nowhere/sft/stop_fit.json (make stop-fit)"),
+     "rollout_stop_fit: no stop fit at runs/nowhere/sft/stop_fit.json (python -m eval.stop_decisions --model "
+     "runs/nowhere/sft/final"),
 ])
 def test_bad_input_fails_at_start_naming_the_fix(tmp_path, runs, extra, message):
     from rl.train import main
