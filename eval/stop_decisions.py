@@ -28,10 +28,10 @@ import numpy as np
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json, config_hash
 from eval.metrics import value_order
+from sft.data import read_trajectories  # the same reader and checks as SFT
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 MAKE_DEFAULT_MODEL = "smollm2-135m"  # the Makefile's MODEL
-from sft.data import read_trajectories  # the same reader and checks as SFT
 
 
 def decision_points(messages: list[dict]):

@@ -96,12 +96,15 @@ def configure(training_args, script: RLScriptArguments) -> None:
               f"({training_args.num_generations}); kimi sees only the local part of a split group")
 
 
-def rollout_stop(script, model_path: str) -> float | None:
+def rollout_stop(script, training_args, model_path: str) -> float | None:
     """The threshold of `rollout_stop_fit`, fitted for the starting checkpoint, or a UserError."""
     from eval.stop_decisions import fitted_stop
 
     if not script.rollout_stop_fit:
         return None
+    if training_args.use_vllm or training_args.use_transformers_continuous_batching:
+        raise UserError("rollout_stop_fit needs transformers' generate: set use_vllm and "
+                        "use_transformers_continuous_batching to false, or drop rollout_stop_fit")
     threshold = fitted_stop(Path(script.rollout_stop_fit), model_path)
     if isinstance(threshold, str):
         raise UserError(f"rollout_stop_fit: {threshold}")
@@ -208,7 +211,7 @@ def main(argv=None) -> None:
     weights = checkpoint_digest(model_path)  # ~1 s for the 135M model: once, for the pass-rate check and the fingerprint
     if script.pass_rate_file:
         check_pass_rates_model(script.pass_rate_file, model_path, weights)
-    stop = rollout_stop(script, model_path)
+    stop = rollout_stop(script, training_args, model_path)
     questions, stats = load_questions(script)
     retriever = make_retriever(script)
     configure(training_args, script)

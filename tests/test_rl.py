@@ -389,6 +389,8 @@ def test_health_monitor_warns_on_collapse(capsys):
     (["--questions", "runs/none.jsonl"], "question file runs/none.jsonl does not exist"),
     (["--length_penalty_scope", "wrong"], "length_penalty_scope must be one of correct, all"),
     (["--pass_rate_file", "nope.jsonl"], "pass_rate_file nope.jsonl does not exist"),
+    (["--rollout_stop_fit", "runs/nowhere/sft/stop_fit.json", "--use_vllm", "true"],
+     "rollout_stop_fit needs transformers' generate: set use_vllm"),
     (["--rollout_stop_fit", "runs/nowhere/sft/stop_fit.json"],
      "rollout_stop_fit: no stop fit at runs/nowhere/sft/stop_fit.json (python -m eval.stop_decisions --model "
      "runs/nowhere/sft/final"),
