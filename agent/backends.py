@@ -175,7 +175,25 @@ class Hold:
     greedy_answers: bool  # unheld, greedy decoding would have opened with the tag
 
 
-class OpeningBan:
+class TurnOpening:
+    """Base of the logits processors that steer how a turn opens with `tag`. `width`: the prompt's
+    padded width, or None to take it from the first call (generate passes the whole sequence)."""
+
+    def __init__(self, tag: list[int], width: int | None):
+        self.tag, self.width = tag, width
+
+    def step(self, input_ids) -> int:
+        """How many tokens of the turn are already generated."""
+        self.width = input_ids.shape[1] if self.width is None else self.width
+        return input_ids.shape[1] - self.width
+
+    def as_list(self):
+        from transformers import LogitsProcessorList
+
+        return LogitsProcessorList([self])
+
+
+class OpeningBan(TurnOpening):
     """A logits processor for the two-sided stop: each held row's turn is drawn from the model's
     distribution given that it does not open with the tag. Refusing only the branch token would
     leave the mass the model put on `<` for `<answer>` on `<` (SmolLM2 then wrote `<no>no</no>`),
@@ -183,23 +201,17 @@ class OpeningBan:
     tag[j]'s probability is multiplied by 1 - P(tag[j+1..branch] | tag[:j+1]); at the branch it is 0."""
 
     def __init__(self, tag: list[int], width: int | None, holds: list):
-        self.tag, self.width = tag, width  # width None: the first call's (the prompt's padded width)
+        super().__init__(tag, width)
         self.holds = {row: hold for row, hold in enumerate(holds) if isinstance(hold, Hold)}
 
     def __call__(self, input_ids, scores):
-        self.width = input_ids.shape[1] if self.width is None else self.width
-        step = input_ids.shape[1] - self.width
+        step = self.step(input_ids)
         for row, hold in self.holds.items():
             if step >= len(hold.steps) or input_ids[row, self.width:].tolist() != self.tag[:step]:
                 continue
             rest = math.prod(hold.steps[step + 1:])
             scores[row, self.tag[step]] += math.log(1 - rest) if rest < 1 else float("-inf")
         return scores
-
-    def as_list(self):
-        from transformers import LogitsProcessorList
-
-        return LogitsProcessorList([self])
 
 
 def opening_decision(model, ids: list[int], tag: list[int], branch: int, threshold: float, hold: bool):
@@ -213,18 +225,16 @@ def opening_decision(model, ids: list[int], tag: list[int], branch: int, thresho
     return Hold(steps[:branch + 1], greedy) if hold else None
 
 
-class ForcedOpening:
+class ForcedOpening(TurnOpening):
     """A logits processor that makes each "force" row's turn open with `tag`, sampled as the
-    model's own tokens (RL rollouts train on them; evaluation puts the tag in the prompt instead).
-    `width`: the prompt's padded width, or None to take it from the first call."""
+    model's own tokens (RL rollouts train on them; evaluation puts the tag in the prompt instead)."""
 
     def __init__(self, tag: list[int], width: int | None, decisions: list):
-        self.tag, self.width = tag, width
+        super().__init__(tag, width)
         self.rows = [row for row, decision in enumerate(decisions) if decision == "force"]
 
     def __call__(self, input_ids, scores):
-        self.width = input_ids.shape[1] if self.width is None else self.width
-        step = input_ids.shape[1] - self.width
+        step = self.step(input_ids)
         if step < len(self.tag):
             for row in self.rows:
                 token = self.tag[step]

@@ -99,10 +99,11 @@ def configure(training_args, script: RLScriptArguments) -> None:
 def rollout_stop(script, training_args, model_path: str) -> float | None:
     """The threshold of `rollout_stop_fit`, fitted for the starting checkpoint, or a UserError."""
     from eval.stop_decisions import fitted_stop
+    from rl.trainer import samples_with_generate
 
     if not script.rollout_stop_fit:
         return None
-    if training_args.use_vllm or training_args.use_transformers_continuous_batching:
+    if not samples_with_generate(training_args):
         raise UserError("rollout_stop_fit needs transformers' generate: set use_vllm and "
                         "use_transformers_continuous_batching to false, or drop rollout_stop_fit")
     threshold = fitted_stop(Path(script.rollout_stop_fit), model_path)

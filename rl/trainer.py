@@ -70,11 +70,15 @@ def add_response_parser(tokenizer):
     return tokenizer
 
 
+def samples_with_generate(args) -> bool:
+    """Whether TRL samples rollouts with the model's `generate`, where the rollout stop's logits
+    processors go (vLLM and continuous batching take other paths)."""
+    return not (getattr(args, "use_vllm", False) or getattr(args, "use_transformers_continuous_batching", False))
+
+
 class AgentGRPOTrainer(GRPOTrainer):
     def __init__(self, *args, rollout_stop: float | None = None, **kwargs):
-        config = kwargs.get("args")
-        if rollout_stop is not None and (getattr(config, "use_vllm", False)
-                                         or getattr(config, "use_transformers_continuous_batching", False)):
+        if rollout_stop is not None and not samples_with_generate(kwargs.get("args")):
             raise ValueError("rollout_stop_fit needs transformers' generate (use_vllm and "
                              "use_transformers_continuous_batching false)")
         super().__init__(*args, **kwargs)
