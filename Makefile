@@ -11,12 +11,15 @@
 #            RL_SEED=1                                     (make rl / rl-nolen / eval / stop-fit STAGE=rl: another RL seed,
 #                                                          pooled by make tables)
 #            REALDATA_DIR=../shared/realdata               (real QA samples for tests and benchmarks)
+#            P_TWIN=1                                      (make data: give that share of chain trajectories a contrastive
+#                                                          twin, the first hop asked alone; data/trajectory_twins.py)
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 WORLD_DOCS ?= 3000
 SEED ?= 0
+P_TWIN ?= 0
 DATASET ?= world
 MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
@@ -52,7 +55,7 @@ endif
 ifeq ($(DATASET),world)
 data: datastore
 	$(PY) -m data.questions --world runs/data/world --datastore world --out runs/data/world/questions --seed $(SEED)
-	$(PY) -m data.trajectories --questions runs/data/world/questions/train_sft.jsonl --world runs/data/world --datastore world --out runs/data/world/trajectories/sft
+	$(PY) -m data.trajectories --questions runs/data/world/questions/train_sft.jsonl --world runs/data/world --datastore world --out runs/data/world/trajectories/sft $(if $(filter-out 0,$(P_TWIN)),--p-twin $(P_TWIN))
 else
 data: setup
 	$(PY) -m data.realsets --dataset $(DATASET)

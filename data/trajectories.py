@@ -47,7 +47,7 @@ from agent.tools import DEFAULT_K, SearchTools
 from common.errors import UserError, cli_main
 from common.io import atomic_dir, atomic_write_json, config_hash, file_sha256, read_manifest, write_jsonl
 from common.paths import runs_dir
-from data import trajectory_text as T
+from data import trajectory_text as T, trajectory_twins as twins
 from data.trajectory_oracle import Drop, Oracle, WorldIndex
 
 VERSION = "trajectories-1"
@@ -131,7 +131,8 @@ def report(trajectories: list[dict], drops: Counter, n_questions: int, seconds: 
             "drops_by_reason": dict(drops.most_common()), "by_hops": count(lambda t: t["hops"]),
             "by_type": count(lambda t: t["type"]), "by_type_and_hops": count(lambda t: f"{t['type']}/{t['hops']}"),
             "tool_calls_mean": round(sum(t["n_tool_calls"] for t in trajectories) / n, 3),
-            "tool_calls_histogram": count(lambda t: t["n_tool_calls"]), "tool_calls_by_name": dict(Counter(calls)),
+            "tool_calls_histogram": count(lambda t: t["n_tool_calls"]),
+            "twins": sum(t.get("origin") == "oracle_twin" for t in trajectories), "tool_calls_by_name": dict(Counter(calls)),
             "recovered_fraction": share("recovered"), "missed_find_fraction": share("missed_find"),
             "open_or_find_fraction": share("opened"), "repeated_call_fraction": share("repeated_call"),
             "tokens": token_stats(trajectories, model), "seconds": round(seconds, 1)}
@@ -144,6 +145,9 @@ def report_md(rep: dict, title: str) -> str:
               f"that missed and reading elsewhere): {rep['recovered_fraction']:.1%}, of which a missed find: "
               f"{rep['missed_find_fraction']:.1%}; with open/find: {rep['open_or_find_fraction']:.1%}; with a refused "
               f"repeat (not trained on): {rep.get('repeated_call_fraction', 0):.1%}"]
+    if rep.get("twins"):
+        lines += [f"- contrastive twins (a two-hop trajectory's first hop asked as its own question, answered where the "
+                  f"original moves on): {rep['twins']}"]
     if "mean" in tok:
         lines += [f"- tokens ({tok['model']} tool template): mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, "
                   f"max {tok['max']}; assistant (trained-on) share {tok['assistant_fraction']:.1%}"]
@@ -163,7 +167,7 @@ def save(out: Path, trajectories: list[dict], manifest: dict, rep: dict, title: 
                          "tools": List(Json()), "answers": List(Value("string")), "hops": Value("int64"),
                          "type": Value("string"), "pool": Value("string"), "n_tool_calls": Value("int64"),
                          "recovered": Value("bool"), "missed_find": Value("bool"), "opened": Value("bool"),
-                         "repeated_call": Value("bool"), "origin": Value("string")})
+                         "repeated_call": Value("bool"), "origin": Value("string"), "twin_of": Value("string")})
     with atomic_dir(out) as tmp:
         write_jsonl(tmp / "trajectories.jsonl", trajectories)
         rows = [{**{key: t.get(key) for key in features}, "tools": schemas} for t in trajectories]
@@ -182,7 +186,7 @@ def build_oracle(questions: list[dict], world: WorldIndex, retriever, args) -> t
     kept, drops = [], Counter()
     for question in tqdm(questions, desc="oracle", unit="q", disable=args.quiet, mininterval=2.0):
         try:
-            kept.append(oracle.build(question))
+            kept.extend(oracle.build_with_twins(question, args.p_twin))
         except Drop as reason:
             drops[str(reason)] += 1
     return kept, drops
@@ -229,13 +233,14 @@ def build_teacher(questions: list[dict], args, out: Path) -> tuple[list, Counter
 def code_hash(retriever_type) -> str:
     """The oracle's, the tools' and the retriever's source: a change to any of them rebuilds the
     trajectories (snippets or find may answer differently), and SFT warns about older ones."""
-    sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__), Path(inspect.getfile(SearchTools)),
+    sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__), Path(twins.__file__),
+               Path(inspect.getfile(SearchTools)),
                Path(inspect.getfile(retriever_type)))
     return config_hash({"code": "".join(file_sha256(path) for path in sources)})
 
 
 def inputs_manifest(args, retriever) -> dict:
-    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "next_opener",
+    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "p_twin", "next_opener",
             "check_first", "max_turns", "max_tool_calls", "where", "limit", "teacher_url", "teacher_model", "samples",
             "temperature", "top_p", "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
@@ -304,6 +309,9 @@ def parse_args(argv=None):
     add("--p-repeat", type=float, default=0.0,
         help="share of trajectories that repeat one call right after its output, get the tools' refusal and go "
              "on (the repeat is marked \"train\": false: SFT never trains on it)")
+    add("--p-twin", type=float, default=0.0,
+        help="share of two-hop (bridge) trajectories that get a contrastive twin: the one-hop question of their "
+             "first hop, the same trajectory up to the second hop, then the answer (data/trajectory_twins.py)")
     add("--wording", choices=["varied", "canonical"], default="varied",
         help="varied: several thought templates and query styles, open/find at random (--p-extra) and the whole "
              "question as a query now and then (--p-question); canonical: one of each (both ignored)")
@@ -333,6 +341,11 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.teacher_url and not args.teacher_model:
         parser.error("--teacher-url needs --teacher-model")
+    if args.p_twin and (args.check_first or args.teacher_url):
+        parser.error("--p-twin makes twins of oracle trajectories without --check-first (a twin's answer turn "
+                     "would need its own check); drop one of the two")
+    if not 0 <= args.p_twin <= 1:
+        parser.error(f"--p-twin is a share between 0 and 1, got {args.p_twin}")
     return args
 
 

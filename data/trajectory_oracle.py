@@ -30,6 +30,14 @@ def visible(needle: str, text: str) -> bool:
     return bool(needle) and re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", text) is not None
 
 
+def surface_in(entity: dict, text: str) -> str:
+    """How the text names the entity (its name, an alias or its title), or raise Drop."""
+    for surface in [entity["name"], *entity.get("aliases", []), entity["title"]]:
+        if visible(surface, text):
+            return surface
+    raise Drop("entity_not_in_question")
+
+
 def hit_lines(output: str) -> dict[str, str]:
     """doc_id -> its line in a search output (title and snippet), in rank order."""
     return {match.group(1): line for line in output.splitlines() if (match := HIT.match(line))}
@@ -56,6 +64,9 @@ class WorldIndex:
         with open(folder / "entities.jsonl") as entities, open(folder / "facts.jsonl") as facts:
             self.entities = {e["id"]: e for e in map(json.loads, entities)}
             self.facts = {(f["subject"], f["relation"]): f for f in map(json.loads, facts)}
+        self.named: dict[str, list[str]] = {}  # name -> ids of the entities so named
+        for entity in self.entities.values():
+            self.named.setdefault(entity["name"], []).append(entity["id"])
 
     def target(self, subject: str, relation: str) -> tuple[str | None, str, list[str]]:
         """(object id or None, the object's name or the value as written, documents stating it)."""
@@ -75,6 +86,11 @@ class Session:
         self.tools, self.recovered, self.opened, self.missed_find = tools, False, False, False
         self.need: str | None = None  # what the hop being read needs (the check_first turns restate it)
         self.read: dict[str, str] = {}  # doc id -> all the agent has read of it (search lines, pages, finds)
+        self.hop_starts: list[tuple[dict, dict]] = []  # per later hop: (its first call's message, flags() before it)
+
+    def flags(self) -> dict:
+        """The trajectory record's flags for the walk so far."""
+        return {"recovered": self.recovered or self.missed_find, "missed_find": self.missed_find, "opened": self.opened}
 
     def call(self, thought: str, name: str, **arguments) -> str:
         call = {"type": "function", "function": {"name": name, "arguments": arguments}}
@@ -118,6 +134,21 @@ class Oracle:
 
     def build(self, question: dict) -> dict:
         """The trajectory record, or raise Drop(reason)."""
+        return self._build(question)[0]
+
+    def build_with_twins(self, question: dict, p_twin: float) -> list[dict]:
+        """[the trajectory, and for a share p_twin of chain questions its first-hop twin
+        (data/trajectory_twins.py)], or raise Drop(reason). The trajectory is the one build() makes:
+        the twins draw from their own random stream."""
+        from data.trajectory_twins import first_hop_twin
+
+        record, session = self._build(question)
+        if p_twin <= 0 or random.Random(f"{self.seed}-{question['id']}-twin").random() >= p_twin:
+            return [record]
+        twin = first_hop_twin(self.world, question, record, session.hop_starts, self.prompt_tool_calls)
+        return [record] + ([twin] if twin else [])
+
+    def _build(self, question: dict) -> tuple[dict, Session]:
         from eval.metrics import best_em
 
         for self.tight in (False, True):  # over the call budget: once more, saving calls
@@ -137,9 +168,8 @@ class Oracle:
         session.messages.append({"role": "assistant", "content": f"{lead}<answer>{question['answers'][0]}</answer>"})
         return {"id": f"{question['id']}-oracle", "question_id": question["id"], "messages": session.messages,
                 "answers": question["answers"], "hops": question.get("hops"), "type": question.get("type"),
-                "pool": question.get("pool"), "n_tool_calls": session.tools.log.n_calls,
-                "recovered": session.recovered or session.missed_find, "missed_find": session.missed_find,
-                "opened": session.opened, "repeated_call": repeated, "origin": "oracle"}
+                "pool": question.get("pool"), "n_tool_calls": session.tools.log.n_calls, **session.flags(),
+                "repeated_call": repeated, "origin": "oracle"}, session
 
     def _repeat_a_call(self, session: Session) -> None:
         """Right after one call's output, make that call again: the tools refuse it, and the walk goes
@@ -175,8 +205,11 @@ class Oracle:
             if self._known(session, known, surface, target, stated_in):  # an earlier output showed it
                 fact = f"{fact}; {self.pick(T.ALREADY).format(fact=new)}"
             else:
+                at, flags = len(session.messages), session.flags()
                 self._read(session, known, surface, key, target, stated_in, gold[hop:hop + 1], thought, need,
                            question["question"] if hop == 0 else None)
+                if hop:
+                    session.hop_starts.append((session.messages[at], flags))
                 fact = None if hop + 1 == len(relations) else new
             if target_id is None and hop + 1 < len(relations):
                 raise Drop("attribute_mid_chain")
@@ -390,11 +423,7 @@ class Oracle:
         return word_key(self.world, subject, relation)
 
     def _surface_in_question(self, entity_id: str, text: str) -> str:
-        entity = self.world.entities[entity_id]
-        for surface in [entity["name"], *entity.get("aliases", []), entity["title"]]:
-            if visible(surface, text):
-                return surface
-        raise Drop("entity_not_in_question")
+        return surface_in(self.world.entities[entity_id], text)
 
     def moving_on(self, plain: list[str], after_opener: list[str], **fields) -> str:
         """The thought before the next hop's first call: with next_opener, that word and then a

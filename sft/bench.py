@@ -63,7 +63,7 @@ def one_run(config: str, steps: int, overrides: dict, as_recipe: bool = False) -
     for key, value in {**defaults, **overrides}.items():
         argv += [f"--{key}", str(value)]
     script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
-    dataset, _ = make_dataset(script, args, model_args.model_name_or_path)
+    dataset, _, _ = make_dataset(script, args, model_args.model_name_or_path)
     trainer = build_trainer(script, args, model_args, dataset)
     marks = step_marks()
     trainer.add_callback(marks)

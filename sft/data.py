@@ -32,6 +32,7 @@ class TokenizedSet:
     dropped_too_long: int
     total_tokens: int
     loss_tokens: int
+    kept: list[int]  # the index in the input of each row kept
 
 
 def read_trajectories(path: str) -> list[dict]:
@@ -144,14 +145,15 @@ def decision_positions(labels, offset: int):
 def tokenize_all(tokenizer, trajectories: list[dict], tools: list, max_length: int) -> TokenizedSet:
     """Render every trajectory; drop (and count) those longer than max_length instead of cutting a tool call."""
     template = training_template(tokenizer)
-    input_ids, labels, dropped = [], [], 0
-    for row in trajectories:
+    input_ids, labels, kept, dropped = [], [], [], 0
+    for index, row in enumerate(trajectories):
         ids, lab = tokenize_trajectory(tokenizer, row["messages"], tools, template)
         if len(ids) > max_length:
             dropped += 1
             continue
         input_ids.append(ids)
         labels.append(lab)
+        kept.append(index)
     if dropped:
         log.warning("dropped %d of %d trajectories longer than max_length=%d tokens (not truncated)",
                     dropped, len(trajectories), max_length)
@@ -159,4 +161,33 @@ def tokenize_all(tokenizer, trajectories: list[dict], tools: list, max_length: i
         raise UserError(f"every trajectory is longer than max_length={max_length}; raise max_length in the recipe")
     total = sum(map(len, input_ids))
     loss = sum(sum(t != -100 for t in lab) for lab in labels)
-    return TokenizedSet(input_ids, labels, dropped, total, loss)
+    return TokenizedSet(input_ids, labels, dropped, total, loss, kept)
+
+
+def twin_groups(rows: list[dict]) -> list[int] | None:
+    """A group number per row, shared by a trajectory and its contrastive twins (`twin_of`,
+    data/trajectory_twins.py); None when the rows have no twins."""
+    if not any(row.get("twin_of") for row in rows):
+        return None
+    numbers: dict[str, int] = {}
+    return [numbers.setdefault(row.get("twin_of") or row.get("id") or f"row {i}", len(numbers))
+            for i, row in enumerate(rows)]
+
+
+def twin_order(groups: list[int], step_size: int, generator) -> list[int]:
+    """A random order of the rows in which each group falls within one optimizer step of
+    `step_size` rows: groups are shuffled, and a step's last free places take the next group that
+    fits (a group larger than the room left in the last step is split)."""
+    import torch
+
+    members: dict[int, list[int]] = {}
+    for row, group in enumerate(groups):
+        members.setdefault(group, []).append(row)
+    units = list(members.values())
+    queue = [units[i] for i in torch.randperm(len(units), generator=generator).tolist()]
+    order: list[int] = []
+    while queue:
+        room = step_size - len(order) % step_size
+        fits = next((i for i, unit in enumerate(queue) if len(unit) <= room), 0)
+        order.extend(queue.pop(fits))
+    return order

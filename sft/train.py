@@ -23,7 +23,7 @@ from common.hardware import CpuShare, on_gpu
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_training_recipe
 
-from sft.data import read_trajectories, stale_warning, tokenize_all
+from sft.data import read_trajectories, stale_warning, tokenize_all, twin_groups
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ class SFTScriptArguments:
                 "(common/hardware.py; emulated bf16 is ~24x slower); always: keep bf16"})
 
 
-def build_trainer(script, training_args, model_args, train_set):
+def build_trainer(script, training_args, model_args, train_set, groups: list[int] | None = None):
+    """groups: a number per row shared by a trajectory and its twins (sft.data.twin_groups), drawn in one step."""
     import torch
     from trl import SFTTrainer
 
@@ -82,26 +83,61 @@ def build_trainer(script, training_args, model_args, train_set):
         # padding is not work the run did: tokens/s counts real tokens (YAML can only say true, i.e. "all")
         training_args.include_num_input_tokens_seen = "non_padding"
     torch.manual_seed(training_args.seed)
-    return seeded_batches(trainer_class)(model=model, args=training_args, train_dataset=train_set, processing_class=tokenizer,
-                         peft_config=peft_config)
+    if groups is not None and training_args.train_sampling_strategy != "batch_rebalance":
+        raise UserError("the trajectories hold contrastive twins, which SFT draws in the same step as their original; "
+                        "that needs train_sampling_strategy: batch_rebalance")
+    trainer = seeded_batches(trainer_class)(model=model, args=training_args, train_dataset=train_set,
+                                            processing_class=tokenizer, peft_config=peft_config)
+    trainer.twin_groups = groups
+    return trainer
 
 
 def seeded_batches(trainer_class):
     """The trainer class with `train_sampling_strategy: batch_rebalance` shuffled by the recipe's
     seed. transformers' BatchRebalanceSampler draws each optimizer step's rows at random and sorts
     them into micro-batches of like length (random steps, little padding), but Trainer builds it
-    with its fixed default seed (42), so two recipe seeds would train on the same batches."""
+    with its fixed default seed (42), so two recipe seeds would train on the same batches. Where the
+    rows hold contrastive twins (`twin_groups`), each step draws a trajectory with its twins."""
     from transformers.trainer_pt_utils import BatchRebalanceSampler
 
     class _Seeded(trainer_class):
+        twin_groups = None
+
         def _get_train_sampler(self, *args, **kwargs):
             sampler = super()._get_train_sampler(*args, **kwargs)
             if isinstance(sampler, BatchRebalanceSampler):
                 sampler.seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+                if self.twin_groups is not None:
+                    sampler = twins_together(sampler, self.twin_groups)
             return sampler
 
     _Seeded.__name__ = trainer_class.__name__
     return _Seeded
+
+
+def twins_together(sampler, groups: list[int]):
+    """A copy of a BatchRebalanceSampler whose draw order keeps each group of rows (a trajectory
+    and its contrastive twins) within one optimizer step; the step's rows are then sorted into
+    micro-batches as before. Without that, a 1/5-epoch run would rarely see both sides of a pair."""
+    import torch
+
+    from sft.data import twin_order
+
+    class TwinsTogether(type(sampler)):
+        def __iter__(self):
+            generator = torch.Generator()
+            generator.manual_seed(self.seed + self.epoch)
+            order, size = twin_order(self.groups, self.effective_batch_size, generator), self.effective_batch_size
+            for step in range(self.num_global_batches):
+                rows = order[step * size:(step + 1) * size]
+                if len(rows) < self.dp_size * self.grad_accum:  # the tail: every micro-batch needs a row
+                    rows += order[:self.dp_size * self.grad_accum - len(rows)]
+                yield from self._yield_global_batch(rows)
+
+    copy = TwinsTogether(sampler.lengths, sampler.effective_batch_size, sampler.dp_size, sampler.grad_accum,
+                         shuffle=sampler.shuffle, seed=sampler.seed, rank=sampler.rank, drop_last=sampler.drop_last)
+    copy.groups = groups
+    return copy
 
 
 ATTENTION_NAMES = {"self_attn", "attn", "attention", "self_attention"}  # what transformers calls a layer's attention
@@ -191,9 +227,11 @@ def make_dataset(script, training_args, tokenizer_source: str):
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model(tokenizer_source)))
     tokens = tokenize_all(tokenizer, rows, tool_functions(SearchTools(None)), training_args.max_length)
     dataset = Dataset.from_dict({"input_ids": tokens.input_ids, "labels": tokens.labels})
+    groups = twin_groups([rows[i] for i in tokens.kept])
     stats = {"trajectories": len(rows), "used": len(tokens.input_ids), "dropped_too_long": tokens.dropped_too_long,
-             "tokens": tokens.total_tokens, "loss_tokens": tokens.loss_tokens}
-    return dataset, stats
+             "tokens": tokens.total_tokens, "loss_tokens": tokens.loss_tokens,
+             **({"twins": sum(bool(rows[i].get("twin_of")) for i in tokens.kept)} if groups else {})}
+    return dataset, stats, groups
 
 
 def plot_loss(log_history: list[dict], path: Path) -> None:
@@ -289,9 +327,9 @@ def main(argv=None) -> None:
         return
     if script.decision_loss_weight <= 0:
         raise UserError(f"decision_loss_weight must be > 0 (1 is plain SFT), got {script.decision_loss_weight}")
-    dataset, stats = make_dataset(script, training_args, model_args.model_name_or_path)
+    dataset, stats, groups = make_dataset(script, training_args, model_args.model_name_or_path)
     print(f"SFT data: {json.dumps(stats)}")
-    trainer = build_trainer(script, training_args, model_args, dataset)
+    trainer = build_trainer(script, training_args, model_args, dataset, groups)
     last = resumable_checkpoint(out, identity)
     if last:
         print(f"resuming from {last}")

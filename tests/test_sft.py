@@ -237,7 +237,7 @@ def test_tokens_seen_count_no_padding(tmp_path, store, tiny):  # noqa: F811
     script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), sft_args(
         tmp_path, data, "--max_steps", "1", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
         "--save_strategy", "no"))
-    dataset, stats = make_dataset(script, args, model_args.model_name_or_path)
+    dataset, stats, _ = make_dataset(script, args, model_args.model_name_or_path)
     lengths = sorted(len(ids) for ids in dataset["input_ids"])
     assert lengths[0] < lengths[1]  # the batch is padded
     trainer = build_trainer(script, args, model_args, dataset)
@@ -441,7 +441,7 @@ def test_rebalanced_batches_are_random_steps_of_like_length_micro_batches_seeded
         script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), sft_args(
             tmp_path, data, "--max_steps", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps",
             "2", "--train_sampling_strategy", "batch_rebalance", "--save_strategy", "no", "--seed", str(seed)))
-        dataset, _ = make_dataset(script, args, model_args.model_name_or_path)
+        dataset, _, _ = make_dataset(script, args, model_args.model_name_or_path)
         trainer = build_trainer(script, args, model_args, dataset)
         micro = list(trainer._get_train_sampler())
         return trainer, [len(ids) for ids in dataset["input_ids"]], [micro[i:i + 2] for i in range(0, len(micro), 2)]
@@ -457,3 +457,54 @@ def test_rebalanced_batches_are_random_steps_of_like_length_micro_batches_seeded
     assert steps(0)[2] == seed0 and steps(1)[2] != seed0
     trainer.train()
     assert trainer.state.global_step == 2
+
+
+def test_twin_order_keeps_each_group_in_one_step():
+    """sft.data.twin_order: a permutation of the rows in which a trajectory and its twins share a step,
+    reproducible from the generator's seed."""
+    import torch
+
+    from sft.data import twin_groups, twin_order
+
+    rows = [{"id": f"q{i}-oracle"} for i in range(30)] + [{"id": f"q{i}-twin", "twin_of": f"q{i}-oracle"} for i in range(0, 30, 2)]
+    groups = twin_groups(rows)
+    assert groups[0] == groups[30] and groups[2] == groups[31] and groups[0] != groups[1]
+    assert twin_groups(rows[:30]) is None  # no twins: the sampler stays transformers' own
+    order = twin_order(groups, 8, torch.Generator().manual_seed(0))
+    assert sorted(order) == list(range(45))
+    step_of = {row: position // 8 for position, row in enumerate(order)}
+    split = [i for i in range(15) if step_of[2 * i] != step_of[30 + i]]
+    assert not split[:-1] and len(split) <= 1  # only the last step may cut a pair, when nothing else fits
+    assert twin_order(groups, 8, torch.Generator().manual_seed(0)) == order
+    assert twin_order(groups, 8, torch.Generator().manual_seed(1)) != order
+
+
+def test_twins_are_drawn_in_the_same_step_as_their_original(tmp_path, store):  # noqa: F811
+    """Trajectories with `twin_of` (data/trajectory_twins.py): every step of a batch_rebalance run draws
+    each pair together; other samplers are refused rather than drawing pairs apart."""
+    from common.recipe import parse_recipe
+    from sft.train import SFTScriptArguments, build_trainer, make_dataset
+    from trl import ModelConfig, SFTConfig
+
+    long = trajectory(SearchTools(store))
+    short = long[:5] + [{"role": "assistant", "content": "<answer>Ada Voss</answer>"}]
+    rows = [{"id": f"q{i}-oracle", "messages": long} for i in range(8)]
+    rows += [{"id": f"q{i}-twin", "twin_of": f"q{i}-oracle", "messages": short} for i in range(8)]
+    data = tmp_path / "t.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def trainer_with(*extra):
+        script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), sft_args(
+            tmp_path, data, "--max_steps", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps",
+            "2", "--save_strategy", "no", *extra))
+        dataset, stats, groups = make_dataset(script, args, model_args.model_name_or_path)
+        assert stats["twins"] == 8
+        return build_trainer(script, args, model_args, dataset, groups)
+
+    micro = list(trainer_with("--train_sampling_strategy", "batch_rebalance")._get_train_sampler())
+    steps = [sorted(i for batch in micro[s:s + 2] for i in batch) for s in range(0, len(micro), 2)]
+    assert sorted(i for step in steps for i in step) == list(range(16))
+    for step in steps:
+        assert sorted(i % 8 for i in step) == sorted(2 * [i % 8 for i in step if i < 8])  # each original with its twin
+    with pytest.raises(UserError, match="batch_rebalance"):
+        trainer_with("--train_sampling_strategy", "group_by_length")

@@ -513,3 +513,59 @@ def test_next_call_probe_reproduces_the_oracle_steps(setup, oracle_run):
     hotpot_like = {chains[0]["question_id"]: {"id": chains[0]["question_id"], "question": "?", "answers": ["x"]}}
     with pytest.raises(UserError, match="synthetic world's questions"):
         list(NC.points(chains[:1], hotpot_like, world))
+
+
+def test_a_twin_is_the_first_hop_asked_alone_and_answered_where_the_original_moves_on(setup):
+    """--p-twin (data/trajectory_twins.py): the twin asks the first hop of a chain question; its
+    messages after the question are the original's up to the second hop's first call, then the answer
+    to the first hop, which an output already showed. Twins leave the original trajectory as it was."""
+    root, store, questions = setup
+    world = TJ.WorldIndex(root / "world")
+    oracle, twins = TJ.Oracle(world, store), 0
+    for question in questions:
+        try:
+            built = oracle.build_with_twins(question, 1.0)
+        except TJ.Drop:
+            continue
+        original = built[0]
+        assert original == oracle.build(question)
+        if question["type"] not in ("bridge", "chain"):
+            assert len(built) == 1
+            continue
+        if len(built) == 1:
+            continue
+        twin, twins = built[1], twins + 1
+        assert TJ.replay(twin, store) == [] and twin["twin_of"] == original["id"] and twin["hops"] == 1
+        asked, messages = twin["messages"][1]["content"], twin["messages"]
+        assert asked != original["messages"][1]["content"] and messages[1]["role"] == "user"
+        assert messages[0] == original["messages"][0] and asked.endswith(twin["twin_question"])
+        cut = len(messages) - 1
+        assert messages[2:cut] == original["messages"][2:cut]
+        assert original["messages"][cut]["role"] == "assistant" and original["messages"][cut].get("tool_calls")
+        answer = extract_answer(messages[-1]["content"])
+        first_hop = world.entities[world.facts[(question["chain"][0], question["relations"][0])]["object"]]
+        assert answer == first_hop["name"] == twin["answers"][0]
+        assert any(visible(answer, m["content"]) for m in messages if m["role"] == "tool")
+        assert not visible(answer, asked)
+    assert twins >= 5
+
+
+def test_twins_need_oracle_trajectories_without_checks():
+    with pytest.raises(SystemExit):
+        TJ.parse_args(["--questions", "q.jsonl", "--out", "o", "--p-twin", "0.5", "--check-first"])
+    with pytest.raises(SystemExit):
+        TJ.parse_args(["--questions", "q.jsonl", "--out", "o", "--p-twin", "1.5"])
+
+
+def test_make_data_passes_the_twin_share():
+    """make data P_TWIN=0.5 builds the SFT trajectories with twins; the default builds none."""
+    import subprocess
+
+    def trajectories_line(*extra):
+        lines = subprocess.run(["make", "-n", "data", *extra], capture_output=True, text=True, check=True).stdout
+        return next(line for line in lines.splitlines() if "-m data.trajectories" in line)
+
+    with_twins = trajectories_line("P_TWIN=0.5")
+    assert with_twins.rstrip().endswith("--out runs/data/world/trajectories/sft --p-twin 0.5")
+    assert TJ.parse_args(with_twins.split("-m data.trajectories", 1)[1].split()).p_twin == 0.5
+    assert "--p-twin" not in trajectories_line() and "--p-twin" not in trajectories_line("P_TWIN=0")
