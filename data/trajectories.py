@@ -146,7 +146,7 @@ def report_md(rep: dict, title: str) -> str:
               f"{rep['missed_find_fraction']:.1%}; with open/find: {rep['open_or_find_fraction']:.1%}; with a refused "
               f"repeat (not trained on): {rep.get('repeated_call_fraction', 0):.1%}"]
     if rep.get("twins"):
-        lines += [f"- contrastive twins (a two-hop trajectory's first hop asked as its own question, answered where the "
+        lines += [f"- contrastive twins (a chain trajectory's first hop asked as its own question, answered where the "
                   f"original moves on): {rep['twins']}"]
     if "mean" in tok:
         lines += [f"- tokens ({tok['model']} tool template): mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, "
@@ -310,7 +310,7 @@ def parse_args(argv=None):
         help="share of trajectories that repeat one call right after its output, get the tools' refusal and go "
              "on (the repeat is marked \"train\": false: SFT never trains on it)")
     add("--p-twin", type=float, default=0.0,
-        help="share of two-hop (bridge) trajectories that get a contrastive twin: the one-hop question of their "
+        help="share of chain (bridge) trajectories that get a contrastive twin: the one-hop question of their "
              "first hop, the same trajectory up to the second hop, then the answer (data/trajectory_twins.py)")
     add("--wording", choices=["varied", "canonical"], default="varied",
         help="varied: several thought templates and query styles, open/find at random (--p-extra) and the whole "
@@ -341,9 +341,10 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.teacher_url and not args.teacher_model:
         parser.error("--teacher-url needs --teacher-model")
-    if args.p_twin and (args.check_first or args.teacher_url):
-        parser.error("--p-twin makes twins of oracle trajectories without --check-first (a twin's answer turn "
-                     "would need its own check); drop one of the two")
+    if args.p_twin and args.teacher_url:
+        parser.error("--p-twin makes twins of oracle trajectories, not of teacher samples; drop --p-twin")
+    if args.p_twin and args.check_first:
+        parser.error("--p-twin with --check-first: a twin's answer turn would need its own check; drop one of the two")
     if not 0 <= args.p_twin <= 1:
         parser.error(f"--p-twin is a share between 0 and 1, got {args.p_twin}")
     return args
