@@ -175,9 +175,12 @@ def twin_groups(rows: list[dict]) -> list[int] | None:
 
 
 def twin_order(groups: list[int], step_size: int, generator) -> list[int]:
-    """A random order of the rows in which each group falls within one optimizer step of
-    `step_size` rows: groups are shuffled, and a step's last free places take the next group that
-    fits (a group larger than the room left in the last step is split)."""
+    """A random order of the rows in which each group (a row alone, or a trajectory and its twin)
+    falls within one optimizer step of `step_size` rows: groups are shuffled and taken in turn, and
+    a group too big for the room left in the step waits for the next one that fits. A pair is split
+    only where a step's last place finds no single row left, which on data with few single rows
+    can repeat step after step; stop 35's twin set (944 pairs, 2,005 single rows) has none split at
+    8 rows per step."""
     import torch
 
     members: dict[int, list[int]] = {}
@@ -188,6 +191,5 @@ def twin_order(groups: list[int], step_size: int, generator) -> list[int]:
     order: list[int] = []
     while queue:
         room = step_size - len(order) % step_size
-        fits = next((i for i, unit in enumerate(queue) if len(unit) <= room), 0)
-        order.extend(queue.pop(fits))
+        order.extend(queue.pop(next((i for i, unit in enumerate(queue) if len(unit) <= room), 0)))
     return order

@@ -86,6 +86,9 @@ def build_trainer(script, training_args, model_args, train_set, groups: list[int
     if groups is not None and training_args.train_sampling_strategy != "batch_rebalance":
         raise UserError("the trajectories hold contrastive twins, which SFT draws in the same step as their original; "
                         "that needs train_sampling_strategy: batch_rebalance")
+    if groups is not None and (training_args.packing or getattr(training_args, "shuffle_dataset", False)):
+        raise UserError("the trajectories hold contrastive twins, drawn by row number with their original; packing and "
+                        "shuffle_dataset reorder the rows first: set both to false")
     trainer = seeded_batches(trainer_class)(model=model, args=training_args, train_dataset=train_set,
                                             processing_class=tokenizer, peft_config=peft_config)
     trainer.twin_groups = groups
@@ -119,9 +122,15 @@ def twins_together(sampler, groups: list[int]):
     """A copy of a BatchRebalanceSampler whose draw order keeps each group of rows (a trajectory
     and its contrastive twins) within one optimizer step; the step's rows are then sorted into
     micro-batches as before. Without that, a 1/5-epoch run would rarely see both sides of a pair."""
+    import math
+
     import torch
 
     from sft.data import twin_order
+
+    if len(groups) != len(sampler.lengths):  # the groups index make_dataset's rows: TRL must not have moved them
+        raise UserError(f"{len(sampler.lengths)} training rows for {len(groups)} twin groups: the trainer dropped or "
+                        "added rows after make_dataset, so twins cannot be drawn with their originals")
 
     class TwinsTogether(type(sampler)):
         def __iter__(self):
@@ -130,8 +139,9 @@ def twins_together(sampler, groups: list[int]):
             order, size = twin_order(self.groups, self.effective_batch_size, generator), self.effective_batch_size
             for step in range(self.num_global_batches):
                 rows = order[step * size:(step + 1) * size]
-                if len(rows) < self.dp_size * self.grad_accum:  # the tail: every micro-batch needs a row
-                    rows += order[:self.dp_size * self.grad_accum - len(rows)]
+                missing = self.dp_size * self.grad_accum - len(rows)
+                if missing > 0:  # the tail: every micro-batch needs a row (transformers pads it so too)
+                    rows += (order * math.ceil(missing / len(order)))[:missing]
                 yield from self._yield_global_batch(rows)
 
     copy = TwinsTogether(sampler.lengths, sampler.effective_batch_size, sampler.dp_size, sampler.grad_accum,

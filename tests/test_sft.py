@@ -473,10 +473,11 @@ def test_twin_order_keeps_each_group_in_one_step():
     order = twin_order(groups, 8, torch.Generator().manual_seed(0))
     assert sorted(order) == list(range(45))
     step_of = {row: position // 8 for position, row in enumerate(order)}
-    split = [i for i in range(15) if step_of[2 * i] != step_of[30 + i]]
-    assert not split[:-1] and len(split) <= 1  # only the last step may cut a pair, when nothing else fits
+    assert all(step_of[2 * i] == step_of[30 + i] for i in range(15))
     assert twin_order(groups, 8, torch.Generator().manual_seed(0)) == order
     assert twin_order(groups, 8, torch.Generator().manual_seed(1)) != order
+    few_singles = [i // 2 for i in range(40)] + [20, 21, 22]  # 20 pairs, 3 single rows: some pairs must split
+    assert sorted(twin_order(few_singles, 8, torch.Generator().manual_seed(0))) == list(range(43))
 
 
 def test_twins_are_drawn_in_the_same_step_as_their_original(tmp_path, store):  # noqa: F811
@@ -508,3 +509,16 @@ def test_twins_are_drawn_in_the_same_step_as_their_original(tmp_path, store):  #
         assert sorted(i % 8 for i in step) == sorted(2 * [i % 8 for i in step if i < 8])  # each original with its twin
     with pytest.raises(UserError, match="batch_rebalance"):
         trainer_with("--train_sampling_strategy", "group_by_length")
+    with pytest.raises(UserError, match="packing"):
+        trainer_with("--train_sampling_strategy", "batch_rebalance", "--packing", "true")
+
+
+def test_twin_groups_must_index_the_trainers_rows():
+    from transformers.trainer_pt_utils import BatchRebalanceSampler
+
+    from sft.train import twins_together
+
+    sampler = BatchRebalanceSampler(lengths=[5, 6, 7, 8], effective_batch_size=4, dp_size=1, grad_accum=2)
+    assert sorted(i for batch in twins_together(sampler, [0, 0, 1, 2]) for i in batch) == [0, 1, 2, 3]
+    with pytest.raises(UserError, match="3 twin groups"):
+        twins_together(sampler, [0, 0, 1])
