@@ -60,8 +60,12 @@ class Graph:
         return self.ents[eid]["type"]
 
     def answers(self, eid: str) -> list:
-        e = self.ents[eid]
-        return [e["name"]] + [a for a in e["aliases"] if a != e["name"]]
+        return entity_answers(self.ents[eid])
+
+
+def entity_answers(entity: dict) -> list:
+    """An entity's answer aliases, its name first."""
+    return [entity["name"]] + [alias for alias in entity["aliases"] if alias != entity["name"]]
 
 
 def value_answers(attr: str, value, surface: str) -> list:

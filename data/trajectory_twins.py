@@ -24,6 +24,8 @@ import random
 
 from agent.prompt import first_messages
 from data import phrasings as P
+from data.question_candidates import entity_answers
+from data.questions import answer_in_question
 from data.trajectory_oracle import Drop, surface_in, visible
 
 
@@ -35,20 +37,19 @@ def first_hop_twin(world, question: dict, record: dict, hop_starts: list, prompt
     if question.get("type") not in ("bridge", "chain") or not hop_starts or relations[0].startswith("inv:"):
         return None
     head, relation = chain[0], relations[0]
-    entity = world.entities[head]
-    target = world.facts.get((head, relation), {}).get("object")
-    if target is None or not P.has("ask", entity["type"], relation) or not _unique(world, head, relation):
+    entity, fact = world.entities[head], world.facts.get((head, relation), {})
+    if "object" not in fact or not P.has("ask", entity["type"], relation) or not _unique(world, head, relation):
         return None
     prefix = _prefix(record["messages"], hop_starts[0][0], question["question"])
     if prefix is None:
         return None
     text, template = _phrase(world, question, head, relation)
-    answers = _answers(world.entities[target])
-    if text is None or _leaks(text, answers):
+    answers = entity_answers(world.entities[fact["object"]])
+    if text is None or answer_in_question(text, answers):
         return None
     messages = first_messages(text, prompt_tool_calls) + prefix + [
         {"role": "assistant", "content": f"<answer>{answers[0]}</answer>"}]
-    hidden = head not in world.facts[(head, relation)]["stated_in"]
+    hidden = head not in fact["stated_in"]
     return {"id": f"{question['id']}-twin", "question_id": question["id"], "twin_of": record["id"],
             "twin_question": text, "twin_template": template, "messages": messages, "answers": answers,
             "hops": 1, "type": "hidden_fact" if hidden else "lookup", "pool": question.get("pool"),
@@ -77,18 +78,8 @@ def _phrase(world, question: dict, head: str, relation: str) -> tuple[str | None
     return (text, template) if visible(surface, text) else (None, None)
 
 
-def _answers(entity: dict) -> list[str]:
-    return [entity["name"]] + [alias for alias in entity.get("aliases", []) if alias != entity["name"]]
-
-
 def _unique(world, head: str, relation: str) -> bool:
     """Every entity named like the head has the same object for the relation, if any (the question
     could mean any of them)."""
     objects = {world.facts.get((subject, relation), {}).get("object") for subject in world.named[world.entities[head]["name"]]}
     return len(objects - {None}) == 1
-
-
-def _leaks(text: str, answers: list[str]) -> bool:
-    from data.questions import answer_in_question
-
-    return answer_in_question(text, answers)
