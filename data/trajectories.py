@@ -17,6 +17,7 @@ with `find` or `open` (also at random, for variety). Where only other pages stat
 (--p-find-miss) of hops first look for it in the entity's own page, see the find miss, and read
 elsewhere (`missed_find`, also `recovered`); a share (--p-repeat) repeat one call right after its
 output and go on after the tools refuse it (`repeated_call`; the repeat is marked "train": false).
+With `--plan` a chain question's first thought also names its later hops (stop 36).
 Questions whose hop no query finds, or whose fact never shows, are dropped and counted by reason.
 Teacher mode runs a served model through agent.run (resumable, in `<out>.teacher/`), `--samples` per
 question at temperature > 0, and keeps the correct samples whose tool calls are all valid.
@@ -182,7 +183,7 @@ def build_oracle(questions: list[dict], world: WorldIndex, retriever, args) -> t
     oracle = Oracle(world, retriever, args.k, args.method, args.seed, args.p_extra,
                     min(args.max_tool_calls, args.max_turns - 1), args.max_tool_calls, args.p_question,
                     args.p_find_miss, canonical=args.wording == "canonical", p_repeat=args.p_repeat,
-                    next_opener=args.next_opener, check_first=args.check_first)
+                    next_opener=args.next_opener, check_first=args.check_first, plan=args.plan)
     kept, drops = [], Counter()
     for question in tqdm(questions, desc="oracle", unit="q", disable=args.quiet, mininterval=2.0):
         try:
@@ -241,7 +242,7 @@ def code_hash(retriever_type) -> str:
 
 def inputs_manifest(args, retriever) -> dict:
     keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "p_twin", "next_opener",
-            "check_first", "max_turns", "max_tool_calls", "where", "limit", "teacher_url", "teacher_model", "samples",
+            "check_first", "plan", "max_turns", "max_tool_calls", "where", "limit", "teacher_url", "teacher_model", "samples",
             "temperature", "top_p", "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
     inputs = {"questions": file_sha256(args.questions), "datastore": retriever.manifest.get("inputs"),
@@ -322,6 +323,9 @@ def parse_args(argv=None):
     add("--check-first", action="store_true",
         help="open every turn after a tool output with a check: \"Check <need>: <fact>.\" or \"Check <need>: not "
              "shown.\", so the choice to move on or read further follows the evidence (default: off)")
+    add("--plan", action="store_true",
+        help="a multi-hop chain question's first thought also names its later hops (\"Then I need the birthplace "
+             "of that person.\"); everything else as without it (default: off)")
     add("--max-turns", type=int, default=8, help="agent.run's turn budget: at most turns - 1 tool calls")
     add("--max-tool-calls", type=int, default=8, help="the budget the system prompt states")
     add("--where", action="append", metavar="FIELD=V1,V2",
@@ -345,6 +349,11 @@ def parse_args(argv=None):
         parser.error("--p-twin makes twins of oracle trajectories, not of teacher samples; drop --p-twin")
     if args.p_twin and args.check_first:
         parser.error("--p-twin with --check-first: a twin's answer turn would need its own check; drop one of the two")
+    if args.p_twin and args.plan:
+        parser.error("--p-twin with --plan: a twin asks one hop, and its first thought would plan a second; drop one "
+                     "of the two")
+    if args.plan and args.teacher_url:
+        parser.error("--plan words the oracle's first thoughts; a teacher writes its own: drop --plan")
     if not 0 <= args.p_twin <= 1:
         parser.error(f"--p-twin is a share between 0 and 1, got {args.p_twin}")
     return args

@@ -120,17 +120,20 @@ class Oracle:
     the same, and the choice between moving on and reading further follows the need restated and
     the evidence (a find in the entity's own page while a snippet already shows the fact is left
     out in this mode: its check would contradict the call). With p_repeat, the repeated turn keeps
-    the check it was copied with."""
+    the check it was copied with.
+    plan: a multi-hop chain question's first thought also names its later hops ("Then I need the
+    birthplace of that person."), worded from a random stream of its own, so that everything else
+    in the trajectory is what it is without the plan."""
 
     def __init__(self, world: WorldIndex, retriever, k: int = DEFAULT_K, method: str | None = None, seed: int = 0,
                  p_extra: float = 0.15, max_tool_calls: int = 7, prompt_tool_calls: int = 8,
                  p_question: float = 0.1, p_find_miss: float = 0.5, canonical: bool = False, p_repeat: float = 0.0,
-                 next_opener: str | None = None, check_first: bool = False):
+                 next_opener: str | None = None, check_first: bool = False, plan: bool = False):
         self.world, self.retriever, self.k, self.method, self.seed = world, retriever, k, method, seed
         self.p_extra, self.p_question, self.p_find_miss = p_extra, p_question, p_find_miss
         self.max_tool_calls, self.prompt_tool_calls = max_tool_calls, prompt_tool_calls
         self.canonical, self.p_repeat, self.next_opener = canonical, p_repeat, next_opener
-        self.check_first = check_first
+        self.check_first, self.plan = check_first, plan
 
     def build(self, question: dict) -> dict:
         """The trajectory record, or raise Drop(reason)."""
@@ -193,6 +196,7 @@ class Oracle:
         if question.get("type") in ("comparison", "yesno"):
             return self._pair(question, session, chain, relations[0], gold)
         known, surface, fact = chain[0], self._surface_in_question(chain[0], question["question"]), None
+        plan = self._plan(question["id"], chain, relations) if self.plan else ""
         for hop, relation in enumerate(relations):
             target_id, target, stated_in, key = self._hop(chain, hop, known, relation)
             need = self.pick(T.NEED[key]).format(n=surface)
@@ -207,7 +211,7 @@ class Oracle:
             else:
                 at, flags = len(session.messages), session.flags()
                 self._read(session, known, surface, key, target, stated_in, gold[hop:hop + 1], thought, need,
-                           question["question"] if hop == 0 else None)
+                           question["question"] if hop == 0 else None, plan if hop == 0 else "")
                 if hop:
                     session.hop_starts.append((session.messages[at], flags))
                 fact = None if hop + 1 == len(relations) else new
@@ -217,6 +221,21 @@ class Oracle:
         if self.check_first:
             return target, self.checked(session, "", fact or new)
         return target, f"{cap(fact)}. " if fact else ""
+
+    def _plan(self, question_id: str, chain: list, relations: list) -> str:
+        """" Then I need <the second hop's need>, then <the third's>." for a multi-hop question ("" for
+        one hop, or where the chain is broken: the walk then drops the question itself)."""
+        rng, later = random.Random(f"{self.seed}-{question_id}-plan"), []
+
+        def pick(options: list):
+            return options[0] if self.canonical else options[int(rng.random() * len(options))]
+        try:
+            for hop in range(1, len(relations)):
+                key = self._hop(chain, hop, chain[hop], relations[hop])[3]
+                later.append(pick(T.NEED[key]).format(n=T.THAT[self.world.entities[chain[hop]]["type"]]))
+        except (Drop, IndexError, KeyError):
+            return ""
+        return f" {pick(T.PLAN).format(need=', then '.join(later))}" if later else ""
 
     def _hop(self, chain: list, hop: int, known: str, relation: str) -> tuple:
         """(the entity read next, or None for a value; its surface; pages stating it; wording key)."""
@@ -271,15 +290,16 @@ class Oracle:
 
     # ---- one hop: search (again, on a miss), then make the fact visible ---------------------------
     def _read(self, session: Session, known: str, surface: str, key: str, target: str, stated_in: list,
-              gold: list, thought: str, need: str, question: str | None = None) -> None:
+              gold: list, thought: str, need: str, question: str | None = None, plan: str = "") -> None:
         """Find a page stating the fact that links the `known` entity (the one the agent can name)
         to `target`, and read until the target shows. On a first hop the whole `question` is now
-        and then the first query (a common habit that often misses)."""
+        and then the first query (a common habit that often misses); `plan` ends its first thought."""
         entity, queries = self.world.entities[known], []
         shows, session.need = self._shows(known, surface, target), need
         query = self._first_query(surface, key, stated_in, shows)
         if question and not (self.tight or self.canonical) and self.rng.random() < self.p_question:
             query, thought = question, self.pick(T.START_QUESTION)
+        thought += plan
         for attempt in range(3):
             queries.append(query)
             lines = hit_lines(session.call(thought, "search", query=query))

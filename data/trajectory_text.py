@@ -100,6 +100,11 @@ FACT = {  # {n}: subject, {o}: the object's name or the value as written
 # --- thoughts before each call -------------------------------------------------------------------
 START = ["First I need to find out {need}.", "I need {need}; I'll search for {n}.", "Let me start with {need}.",
          "To answer this I first need {need}.", "I'll search for {n} to find out {need}.", "First: {need}."]
+# Oracle(plan=True): a multi-hop question's later hops named in its first thought, so that the turn
+# after the first hop can copy its next need from the plan instead of parsing the question again
+PLAN = ["Then I need {need}.", "After that: {need}.", "Then {need}."]
+THAT = {"person": "that person", "work": "that work", "organisation": "that company", "city": "that city",
+        "country": "that country", "event": "that event", "university": "that university"}
 START_QUESTION = ["Let me first search with the question itself.", "I'll start by searching for the whole question.",
                   "First, a search with the question's own words."]
 NEXT = ["{fact}; now I need {need}.", "{fact}. Next I need to find out {need}.", "So {fact}. Now {need}.",

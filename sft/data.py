@@ -164,6 +164,20 @@ def tokenize_all(tokenizer, trajectories: list[dict], tools: list, max_length: i
     return TokenizedSet(input_ids, labels, dropped, total, loss, kept)
 
 
+def first_turn_rows(rows: list[dict]) -> list[dict]:
+    """For each trajectory whose first assistant turn calls a tool, that turn as a row of its own:
+    the system prompt, the question and the first thought and call, nothing after. Where the
+    question's reading decides the whole search (how many hops, which entity first), this gives
+    SFT one more example of it for the price of the question and one turn (stop 36)."""
+    firsts = []
+    for row in rows:
+        at = next(i for i, m in enumerate(row["messages"]) if m["role"] == "assistant")
+        if row["messages"][at].get("tool_calls"):
+            firsts.append({"id": f"{row.get('id')}-first", "first_turn_of": row.get("id"),
+                           "messages": row["messages"][:at + 1], "origin": "first_turn"})
+    return firsts
+
+
 def twin_groups(rows: list[dict]) -> list[int] | None:
     """A group number per row, shared by a trajectory and its contrastive twins (`twin_of`,
     data/trajectory_twins.py); None when the rows have no twins."""

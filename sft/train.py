@@ -23,7 +23,7 @@ from common.hardware import CpuShare, on_gpu
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_training_recipe
 
-from sft.data import read_trajectories, stale_warning, tokenize_all, twin_groups
+from sft.data import first_turn_rows, read_trajectories, stale_warning, tokenize_all, twin_groups
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,10 @@ class SFTScriptArguments:
     share_prompt_prefix: bool = field(default=False, metadata={
         "help": "run the prompt a batch's rows share (system prompt, tool list) once per batch, not once per row "
                 "(same loss and gradients). Needs loss_positions_only"})
+    first_turns: bool = field(default=False, metadata={
+        "help": "also train on each trajectory's first assistant turn alone (question, first thought and call): "
+                "one more example of reading the question for ~80 tokens past the shared prompt, against ~500 "
+                "for a whole trajectory (sft/data.py first_turn_rows)"})
     cpu_bf16: str = field(default="auto", metadata={
         "help": "auto: on a CPU train in fp32 even with bf16 set unless a matmul probe finds bf16 faster "
                 "(common/hardware.py; emulated bf16 is ~24x slower); always: keep bf16"})
@@ -231,6 +235,9 @@ def make_dataset(script, training_args, tokenizer_source: str):
     from agent.tools import SearchTools, tool_functions
 
     rows = read_trajectories(script.trajectories)[: script.max_examples]
+    whole = len(rows)
+    if script.first_turns:
+        rows += first_turn_rows(rows)
     warning = stale_warning(script.trajectories)
     if warning:
         log.warning(warning)
@@ -238,7 +245,8 @@ def make_dataset(script, training_args, tokenizer_source: str):
     tokens = tokenize_all(tokenizer, rows, tool_functions(SearchTools(None)), training_args.max_length)
     dataset = Dataset.from_dict({"input_ids": tokens.input_ids, "labels": tokens.labels})
     groups = twin_groups([rows[i] for i in tokens.kept])
-    stats = {"trajectories": len(rows), "used": len(tokens.input_ids), "dropped_too_long": tokens.dropped_too_long,
+    stats = {"trajectories": whole, **({"first_turns": len(rows) - whole} if script.first_turns else {}),
+             "used": len(tokens.input_ids), "dropped_too_long": tokens.dropped_too_long,
              "tokens": tokens.total_tokens, "loss_tokens": tokens.loss_tokens,
              **({"twins": sum(bool(rows[i].get("twin_of")) for i in tokens.kept)} if groups else {})}
     return dataset, stats, groups
@@ -272,13 +280,21 @@ MODEL_CARD = """# {name}
 Search agent fine-tuned with this recipe's SFT stage (TRL SFTTrainer, loss on assistant tokens only).
 
 - base model: `{base}`
-- trained on: `{trajectories}` ({used} trajectories, {tokens} tokens of which {loss_tokens} carry loss;
-  {dropped} dropped as longer than max_length); seen in training: {seen} trajectories ({seen_share:.0%} of them)
+- trained on: `{trajectories}` ({rows}, {tokens} tokens of which {loss_tokens} carry loss;
+  {dropped} dropped as longer than max_length); seen in training: {seen} rows ({seen_share:.0%} of them)
 - method: {method}, {steps} steps, learning rate {lr}, effective batch {batch}, max_length {max_length}, seed {seed}
 - wall time: {seconds:.0f} s ({tokens_per_s:.0f} tokens/s)
 - chat template: ChatML with hermes `<tool_call>` tools (TRL's Qwen2.5 template); tools: search, open, find
 - evaluate with: `python -m agent.run --model {out} --questions ... --out ...`
 """
+
+
+def rows_text(stats: dict) -> str:
+    """What the training rows are, for the model card."""
+    if "first_turns" not in stats:
+        return f"{stats['used']} trajectories"
+    return (f"{stats['used']} rows: {stats['trajectories']} trajectories and {stats['first_turns']} of their first turns "
+            "alone (first_turns)")
 
 
 def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:
@@ -305,13 +321,14 @@ NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_token
 def script_settings(script) -> dict:
     """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
     the bf16 actually used is in the training arguments, so it is left out; decision_loss_weight
-    and share_prompt_prefix only where they are set, so runs made before the keys existed keep their
-    fingerprint."""
+    share_prompt_prefix and first_turns only where they are set, so runs made before the keys existed
+    keep their fingerprint."""
     settings = {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
     if settings["decision_loss_weight"] == 1.0:
         del settings["decision_loss_weight"]
-    if not settings["share_prompt_prefix"]:
-        del settings["share_prompt_prefix"]
+    for key in ("share_prompt_prefix", "first_turns"):
+        if not settings[key]:
+            del settings[key]
     return settings
 
 
@@ -351,7 +368,7 @@ def main(argv=None) -> None:
     batch = training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * training_args.world_size
     seen = trainer.state.global_step * batch
     card = {**stats, "name": out.name, "base": model_args.model_name_or_path, "trajectories": script.trajectories,
-            "dropped": stats["dropped_too_long"], "method": "LoRA" if model_args.use_peft else "full fine-tuning",
+            "dropped": stats["dropped_too_long"], "rows": rows_text(stats), "method": "LoRA" if model_args.use_peft else "full fine-tuning",
             "steps": trainer.state.global_step, "lr": training_args.learning_rate,
             "batch": batch,
             "max_length": training_args.max_length, "seed": training_args.seed, "seconds": seconds,

@@ -522,3 +522,35 @@ def test_twin_groups_must_index_the_trainers_rows():
     assert sorted(i for batch in twins_together(sampler, [0, 0, 1, 2]) for i in batch) == [0, 1, 2, 3]
     with pytest.raises(UserError, match="3 twin groups"):
         twins_together(sampler, [0, 0, 1])
+
+
+def test_first_turn_rows_train_exactly_the_first_turn_of_each_trajectory(tmp_path, tokenizer, store):  # noqa: F811
+    """first_turns: each trajectory also gives a row that ends with its first thought and call. The
+    row's tokens are a prefix of the whole trajectory's and its labels are exactly that first turn's;
+    a trajectory that answers without a call adds no row."""
+    from common.recipe import parse_recipe
+    from sft.data import first_turn_rows
+    from sft.train import SFTScriptArguments, make_dataset
+    from trl import ModelConfig, SFTConfig
+
+    whole = trajectory(SearchTools(store))
+    direct = [whole[0], whole[1], {"role": "assistant", "content": "<answer>Ada Voss</answer>"}]
+    rows = [{"id": "a", "messages": whole}, {"id": "b", "messages": direct}]
+    firsts = first_turn_rows(rows)
+    assert [(r["id"], r["first_turn_of"]) for r in firsts] == [("a-first", "a")] and firsts[0]["messages"] == whole[:3]
+    template = training_template(tokenizer)
+    ids, labels = tokenize_trajectory(tokenizer, whole, TOOLS, template)
+    first_ids, first_labels = tokenize_trajectory(tokenizer, firsts[0]["messages"], TOOLS, template)
+    assert ids[:len(first_ids)] == first_ids
+    first_span = [t for t in first_labels if t != -100]
+    end = next(i for i in range(len(labels)) if labels[i] != -100 and labels[i + 1] == -100) + 1
+    assert first_span == [t for t in labels[:end] if t != -100] and tokenizer.decode(first_span).count("<tool_call>") == 1
+
+    data = tmp_path / "t.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for extra, used in (([], 2), (["--first_turns", "true"], 3)):
+        script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig),
+                                                sft_args(tmp_path, data, *extra))
+        dataset, stats, _ = make_dataset(script, args, model_args.model_name_or_path)
+        assert (stats["trajectories"], stats["used"], len(dataset), stats.get("first_turns")) == (
+            2, used, used, 1 if extra else None)

@@ -550,11 +550,39 @@ def test_a_twin_is_the_first_hop_asked_alone_and_answered_where_the_original_mov
     assert twins >= 5
 
 
+def test_a_plan_names_the_later_hops_in_the_first_thought_and_changes_nothing_else(setup, oracle_run):
+    """--plan: a multi-hop chain question's first thought ends with its later hops' needs, worded for
+    the entity still unnamed ("that person"); every other message, and every other question's
+    trajectory, is byte-identical to the plain oracle's."""
+    root, store, questions = setup
+    plain = {t["id"]: t for t in oracle_run[0]}
+    planned, _ = build_all(TJ.Oracle(TJ.WorldIndex(root / "world"), store, plan=True), questions)
+    assert {t["id"] for t in planned} == set(plain)
+    with_plan = 0
+    for trajectory in planned:
+        base, question = plain[trajectory["id"]], oracle_run[2][trajectory["question_id"]]
+        assert TJ.replay(trajectory, store) == [] and len(trajectory["messages"]) == len(base["messages"])
+        first = next(i for i, m in enumerate(base["messages"]) if m["role"] == "assistant")
+        others = [m for i, m in enumerate(trajectory["messages"]) if i != first]
+        assert others == [m for i, m in enumerate(base["messages"]) if i != first]
+        mine, theirs = trajectory["messages"][first]["content"], base["messages"][first]["content"]
+        if question["type"] in ("bridge", "chain") and len(question["relations"]) > 1:
+            added = mine[len(theirs):]
+            assert mine.startswith(theirs) and added.startswith((" Then", " After that:"))
+            assert added.count(", then ") == len(question["relations"]) - 2 and " that " in added
+            with_plan += 1
+        else:
+            assert mine == theirs
+    assert with_plan >= 5
+
+
 def test_twins_need_oracle_trajectories_without_checks():
     with pytest.raises(SystemExit):
         TJ.parse_args(["--questions", "q.jsonl", "--out", "o", "--p-twin", "0.5", "--check-first"])
     with pytest.raises(SystemExit):
         TJ.parse_args(["--questions", "q.jsonl", "--out", "o", "--p-twin", "1.5"])
+    with pytest.raises(SystemExit):
+        TJ.parse_args(["--questions", "q.jsonl", "--out", "o", "--p-twin", "0.5", "--plan"])
 
 
 def test_make_data_passes_the_twin_share():
