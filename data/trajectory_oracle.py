@@ -223,8 +223,9 @@ class Oracle:
         return target, f"{cap(fact)}. " if fact else ""
 
     def _plan(self, question_id: str, chain: list, relations: list) -> str:
-        """" Then I need <the second hop's need>, then <the third's>." for a multi-hop question ("" for
-        one hop, or where the chain is broken: the walk then drops the question itself)."""
+        """The plan sentence, ' Then I need <the second hop's need>, then <the third's>.', for a
+        multi-hop question; "" for one hop, or where the chain is broken (the walk then drops the
+        question itself)."""
         rng, later = random.Random(f"{self.seed}-{question_id}-plan"), []
 
         def pick(options: list):
