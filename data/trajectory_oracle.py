@@ -227,16 +227,13 @@ class Oracle:
         multi-hop question; "" for one hop, or where the chain is broken (the walk then drops the
         question itself)."""
         rng, later = random.Random(f"{self.seed}-{question_id}-plan"), []
-
-        def pick(options: list):
-            return options[0] if self.canonical else options[int(rng.random() * len(options))]
         try:
             for hop in range(1, len(relations)):
                 key = self._hop(chain, hop, chain[hop], relations[hop])[3]
-                later.append(pick(T.NEED[key]).format(n=T.THAT[self.world.entities[chain[hop]]["type"]]))
+                later.append(self.pick(T.NEED[key], rng).format(n=T.THAT[self.world.entities[chain[hop]]["type"]]))
         except (Drop, IndexError, KeyError):
             return ""
-        return f" {pick(T.PLAN).format(need=', then '.join(later))}" if later else ""
+        return f" {self.pick(T.PLAN, rng).format(need=', then '.join(later))}" if later else ""
 
     def _hop(self, chain: list, hop: int, known: str, relation: str) -> tuple:
         """(the entity read next, or None for a value; its surface; pages stating it; wording key)."""
@@ -460,8 +457,10 @@ class Oracle:
             return thought
         return f"{T.CHECK.format(need=session.need, fact=fact or T.NOT_SHOWN)} {cap(thought)}"
 
-    def pick(self, options: list):
-        return options[0] if self.canonical else options[int(self.rng.random() * len(options))]
+    def pick(self, options: list, rng: random.Random | None = None):
+        """One of the options: the first in canonical wording, else drawn from `rng` (the walk's own
+        stream unless a part of the trajectory draws from a stream of its own)."""
+        return options[0] if self.canonical else options[int((rng or self.rng).random() * len(options))]
 
     def shuffle(self, options: list) -> None:
         if not self.canonical:
