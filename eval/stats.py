@@ -30,13 +30,14 @@ def paired_bootstrap(a, b, statistic, n_boot: int = 2000, level: float = 0.95, s
     For two stages run on the same questions this is far tighter than comparing their separate
     intervals: a question both get right (or both miss) adds no noise to the difference. Two-dimensional
     a and b (questions x seeds) resample whole rows: a question's seeds move together, since seeds
-    run on the same questions are not independent samples. Resamples where the statistic is not
+    run on the same questions are not independent samples. The two sides may hold different numbers
+    of seeds (two variant seeds against one base seed). Resamples where the statistic is not
     finite are left out; if they are half or more, the interval is nan.
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.size == 0 or a.ndim > 2:
-        raise ValueError(f"paired_bootstrap needs two non-empty lists (or questions x seeds tables) of one shape, "
-                         f"not {a.shape} and {b.shape}")
+    if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2) or len(a) != len(b) or a.size == 0 or b.size == 0:
+        raise ValueError(f"paired_bootstrap needs two non-empty lists (or questions x seeds tables) with one row "
+                         f"per question on both sides, not {a.shape} and {b.shape}")
     a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
     rng = np.random.default_rng(seed)
     index = rng.integers(0, len(a), size=(n_boot, len(a)))

@@ -10,7 +10,8 @@
                 RL is paired with the SFT checkpoint it started from (its train_summary.json), so a
                 run with another RL seed or data needs no SFT evaluation of its own; `--pool RUN RUN`
                 adds rows pooled over runs that differ only in the RL seed; `--versus NEW OLD` pairs a
-                variant's runs with a base's, stage by stage (runs joined by `+` pair seed by seed);
+                variant's runs with a base's, stage by stage (runs joined by `+`: each side's seeds are
+                averaged per question, so two variant seeds can face one base seed);
 4. by_hops.*, by_type.*, by_pool_hops.*  EM per group, per run, stage and benchmark;
 5. retrieval.*  recall@k per retriever, from the datastore benchmark (make bench-retrieval);
 6. timing.*     the wall time of each stage, from the stages' own logs.
@@ -126,15 +127,21 @@ COMPARISONS = [("rl", "sft", "SFT+RL vs SFT"), ("rl", "rl_nolen", "length penalt
 POOLS = {"heldout + ood": ("world_test_heldout", "world_test_ood")}
 
 
+def by_question(stage: dict[str, Result], benchmarks) -> dict[tuple, dict]:
+    """(benchmark, id) -> the stage's record for that question."""
+    records = {}
+    for benchmark in benchmarks:
+        mine = {r["id"]: r for r in stage[benchmark].records}
+        if len(mine) != len(stage[benchmark].records):
+            raise UserError(f"{benchmark}: a question id occurs twice in one stage's predictions; rerun `make eval`")
+        records.update({(benchmark, i): r for i, r in mine.items()})
+    return records
+
+
 def paired_by_question(new: dict[str, Result], old: dict[str, Result], benchmarks) -> dict[tuple, tuple[dict, dict]]:
     """(benchmark, id) -> (new record, old record) for the questions both stages answered."""
-    pairs = {}
-    for benchmark in benchmarks:
-        after, before = ({r["id"]: r for r in stage[benchmark].records} for stage in (new, old))
-        if len(after) != len(new[benchmark].records) or len(before) != len(old[benchmark].records):
-            raise UserError(f"{benchmark}: a question id occurs twice in one stage's predictions; rerun `make eval`")
-        pairs.update({(benchmark, i): (r, before[i]) for i, r in after.items() if i in before})
-    return pairs
+    after, before = by_question(new, benchmarks), by_question(old, benchmarks)
+    return {q: (r, before[q]) for q, r in after.items() if q in before}
 
 
 def paired_records(new: dict[str, Result], old: dict[str, Result], benchmarks) -> tuple[list[dict], list[dict]]:
@@ -144,7 +151,7 @@ def paired_records(new: dict[str, Result], old: dict[str, Result], benchmarks) -
 
 
 def paired_row(run: str, label: str, group: str, new: list[list[dict]], old: list[list[dict]]) -> list[str]:
-    """One row from records per question and seed (new[q][s] pairs with old[q][s]); one seed: one column."""
+    """One row from records per question and seed (new[q] against old[q]; the sides' seeds may differ in number)."""
     from eval.stats import mean_difference, paired_bootstrap, relative_change
 
     def table(records, key):  # em and tokens must be there; an episode without tool calls may lack the count
@@ -154,7 +161,9 @@ def paired_row(run: str, label: str, group: str, new: list[list[dict]], old: lis
         (table(new, key), table(old, key)) for key in ("em", "tokens_generated", "tool_calls"))
     delta, (low, high) = paired_bootstrap(new_em, old_em, mean_difference)
     change, (c_low, c_high) = paired_bootstrap(new_tokens, old_tokens, relative_change)
-    size = f"{len(new)}" if new_em.shape[1] == 1 else f"{len(new)} x {new_em.shape[1]}"
+    n_new, n_old = new_em.shape[1], old_em.shape[1]
+    seeds = "" if n_new == n_old == 1 else f" x {n_new}" if n_new == n_old else f" x ({n_new} vs {n_old})"
+    size = f"{len(new)}{seeds}"
     return [run, label, group, size, f"{old_em.mean():.3f} -> {new_em.mean():.3f}",
             f"{delta:+.3f} [{low:+.2f}, {high:+.2f}]", f"{old_tokens.mean():.0f} -> {new_tokens.mean():.0f}",
             f"{change:+.0%} [{c_low:+.0%}, {c_high:+.0%}]", f"{old_calls.mean():.2f} -> {new_calls.mean():.2f}"]
@@ -215,7 +224,8 @@ def paired_table(results: list[Result], starts: dict | None = None, seed_pools: 
                   "policy tokens per episode (tool outputs excluded). Rows of several runs (n = questions x runs) "
                   "pool RL seeds: a question's seeds are resampled together (the seeds themselves are not resampled, so "
                   "the interval leaves out training runs' seed-to-seed spread). A comparison \"<stage>: against RUNS\" pairs a variant's "
-                  "runs with those base runs, the same stage, seed i with seed i. Issue 5's goals: RL - SFT >= +0.10 EM "
+                  "runs with those base runs, the same stage, question by question: each side's seeds are averaged "
+                  "(n = questions x seeds; the sides may differ in seeds). Issue 5's goals: RL - SFT >= +0.10 EM "
                   "on heldout + ood and >= -0.01 on world_test; the length penalty >= 20% fewer tokens at >= -0.02 EM.")
     return table
 
@@ -226,42 +236,43 @@ def seed_pool_rows(rows: dict, starts: dict, pool: list[str]) -> list[list[str]]
     for wanted, against, label in COMPARISONS:
         pairs = [pairs_for(rows, starts, run, wanted, against) for run in pool]
         if all(pairs):
-            out += pooled_rows(" + ".join(pool), label, pairs)
+            out += pooled_rows(" + ".join(pool), label, [new for new, _ in pairs], [old for _, old in pairs])
     return out
 
 
 def versus_rows(rows: dict, new_runs: list[str], old_runs: list[str]) -> list[list[str]]:
-    """A variant's runs against a base's (`--versus`), for each stage all of them have: seed i of
-    the variant pairs with seed i of the base, and a question's seeds are resampled together."""
+    """A variant's runs against a base's (`--versus`), for each stage all of them have; a question's
+    seeds are averaged on each side and resampled together, so the sides may differ in seeds."""
     stages = sorted({stage for _, stage in rows if all((run, stage) in rows for run in new_runs + old_runs)}, key=stage_rank)
     out = []
     for stage in stages:
-        pairs = [(rows[(new, stage)], rows[(old, stage)]) for new, old in zip(new_runs, old_runs)]
-        if all(same_model(*pair) for pair in pairs):
+        news, olds = [rows[(run, stage)] for run in new_runs], [rows[(run, stage)] for run in old_runs]
+        if same_models(news, olds):
             continue  # e.g. the base model or a shared SFT checkpoint: nothing the variant changed
-        out += pooled_rows(" + ".join(new_runs), f"{STAGE_LABELS.get(stage, stage)}: against {' + '.join(old_runs)}", pairs)
+        out += pooled_rows(" + ".join(new_runs), f"{STAGE_LABELS.get(stage, stage)}: against {' + '.join(old_runs)}",
+                           news, olds)
     return out
 
 
-def same_model(new: dict[str, Result], old: dict[str, Result]) -> bool:
-    """Whether two stages' evaluations ran the same model (as their metrics.json name it)."""
-    models = {result.metrics.get("run", {}).get("model") for result in [*new.values(), *old.values()]}
-    return len(models) == 1 and None not in models
+def same_models(news: list[dict[str, Result]], olds: list[dict[str, Result]]) -> bool:
+    """Whether two sides' evaluations ran the same models (as their metrics.json name them)."""
+    def models(stages):
+        return {result.metrics.get("run", {}).get("model") for stage in stages for result in stage.values()}
+    return None not in models(news) | models(olds) and models(news) == models(olds)
 
 
-def pooled_rows(name: str, label: str, pairs: list[tuple[dict, dict]]) -> list[list[str]]:
-    """Rows of (new, old) stage results per seed, on the benchmarks and questions every seed shares."""
+def pooled_rows(name: str, label: str, news: list[dict], olds: list[dict]) -> list[list[str]]:
+    """Rows of new against old stage results (one per seed), on the benchmarks and questions all of them share."""
     out = []
-    shared = set.intersection(*(set(new) & set(old) for new, old in pairs))
-    for group, members in comparison_groups(*pairs[0]):
+    shared = set.intersection(*(set(stage) for stage in news + olds))
+    for group, members in comparison_groups(news[0], olds[0]):
         if not set(members) <= shared:
             continue
-        by_seed = [paired_by_question(new, old, members) for new, old in pairs]
-        questions = sorted(set.intersection(*(set(seed) for seed in by_seed)))
+        new_seeds, old_seeds = ([by_question(stage, members) for stage in side] for side in (news, olds))
+        questions = sorted(set.intersection(*(set(seed) for seed in new_seeds + old_seeds)))
         if questions:
-            new = [[seed[q][0] for seed in by_seed] for q in questions]
-            old = [[seed[q][1] for seed in by_seed] for q in questions]
-            out.append(paired_row(name, label, group, new, old))
+            out.append(paired_row(name, label, group, [[seed[q] for seed in new_seeds] for q in questions],
+                                  [[seed[q] for seed in old_seeds] for q in questions]))
     return out
 
 
@@ -352,12 +363,12 @@ def build_tables(runs: Path, log=print, results: list[Result] | None = None, see
 
 
 def check_versus(pair: list[str], known: set[str], runs: Path) -> tuple[list[str], list[str]]:
-    """`--versus NEW OLD` -> (new runs, old runs), refused unless both name as many runs, each once, with results."""
+    """`--versus NEW OLD` -> (new runs, old runs), refused unless each run is named once and has results."""
     new_runs, old_runs = (side.split("+") for side in pair)
     named = new_runs + old_runs
-    if len(new_runs) != len(old_runs) or len(set(named)) < len(named) or set(named) - known:
-        raise UserError(f"--versus {' '.join(pair)}: name as many runs on each side (seeds joined by +, paired in order), "
-                        f"each once, with results under {runs}/ (these have: {', '.join(sorted(known))})")
+    if len(set(named)) < len(named) or set(named) - known:
+        raise UserError(f"--versus {' '.join(pair)}: name each run once (seeds joined by +), "
+                        f"each with results under {runs}/ (these have: {', '.join(sorted(known))})")
     return new_runs, old_runs
 
 
@@ -400,8 +411,8 @@ def main(argv=None) -> None:
                         help="runs that differ only in the RL seed (e.g. smollm2-135m smollm2-135m-rlseed1): the paired "
                              "table adds their comparisons pooled, resampling questions with all their seeds; repeatable")
     parser.add_argument("--versus", nargs=2, action="append", default=[], metavar=("NEW", "OLD"),
-                        help="a variant's runs against a base's, stage by stage, seed i with seed i (e.g. "
-                             "smollm2-135m-evidence+smollm2-135m-evidence1 smollm2-135m+smollm2-135m-rlseed1); repeatable")
+                        help="a variant's runs against a base's, stage by stage, each side's seeds averaged per "
+                             "question (e.g. smollm2-135m-plan+smollm2-135m-plan0 smollm2-135m); repeatable")
     args = parser.parse_args(argv)
     runs = Path(args.runs)
     out = Path(args.out) if args.out else runs / "tables"

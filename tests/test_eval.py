@@ -129,8 +129,12 @@ def test_seeds_of_a_question_are_resampled_together():
     as_pairs = paired_bootstrap(after.ravel(), before.ravel(), mean_difference)  # seeds as if independent
     assert pooled[0] == pytest.approx(as_pairs[0])
     assert pooled[1][1] - pooled[1][0] > (as_pairs[1][1] - as_pairs[1][0]) * 1.3  # ~sqrt(2) where they agree
+    # two seeds against one: each side's per-question mean, the same questions drawn for both
+    one_seed = before[:, :1]
+    assert paired_bootstrap(after, one_seed, mean_difference) == paired_bootstrap(after.mean(axis=1), one_seed[:, 0],
+                                                                                 mean_difference)
     with pytest.raises(ValueError):
-        paired_bootstrap(np.zeros((4, 2)), np.zeros((4, 3)), mean_difference)
+        paired_bootstrap(np.zeros((4, 2)), np.zeros((3, 2)), mean_difference)  # not one row per question
 
 
 def test_rl_runs_pair_with_the_sft_they_started_from_and_seeds_pool(fixture_runs):
@@ -161,7 +165,7 @@ def test_rl_runs_pair_with_the_sft_they_started_from_and_seeds_pool(fixture_runs
             build_tables(fixture_runs, log=lambda line: None, seed_pools=[pool])
 
 
-def test_a_variant_pairs_with_its_base_stage_by_stage_and_seed_by_seed(fixture_runs):
+def test_a_variant_pairs_with_its_base_stage_by_stage_question_by_question(fixture_runs):
     from common.errors import UserError
     from eval.tables import build_tables
 
@@ -183,8 +187,11 @@ def test_a_variant_pairs_with_its_base_stage_by_stage_and_seed_by_seed(fixture_r
     lines = []
     build_tables(fixture_runs, log=lines.append)
     assert "no paired row for v/rl: the SFT it started from (v/sft) has no evaluation" in "\n".join(lines)
-    for pair in (["v+v1", "m"], ["v", "v"], ["v", "nope"]):
-        with pytest.raises(UserError, match=f"--versus {re.escape(' '.join(pair))}: name as many runs"):
+    two_vs_one = {t.name: t for t in build_tables(fixture_runs, log=lambda line: None, versus=[["v+v1", "m"]])}
+    row = next(row for row in two_vs_one["paired"].rows if row[1] == "SFT+RL: against m")
+    assert row[3:5] == ["4 x (2 vs 1)", "1.000 -> 0.875"] and row[6] == "60 -> 40"  # (0.75 + 1.0) / 2 against m's 1.0
+    for pair in (["v+v", "m"], ["v", "v"], ["v", "nope"]):
+        with pytest.raises(UserError, match=f"--versus {re.escape(' '.join(pair))}: name each run once"):
             build_tables(fixture_runs, log=lambda line: None, versus=[pair])
 
 
