@@ -225,13 +225,13 @@ class Oracle:
     def _plan(self, question_id: str, chain: list, relations: list) -> str:
         """The plan sentence, ' Then I need <the second hop's need>, then <the third's>.', for a
         multi-hop question; "" for one hop, or where the chain is broken (the walk then drops the
-        question itself)."""
+        question itself). A wording missing from T.NEED or T.THAT raises its KeyError, as in the walk."""
         rng, later = random.Random(f"{self.seed}-{question_id}-plan"), []
         try:
             for hop in range(1, len(relations)):
                 key = self._hop(chain, hop, chain[hop], relations[hop])[3]
                 later.append(self.pick(T.NEED[key], rng).format(n=T.THAT[self.world.entities[chain[hop]]["type"]]))
-        except (Drop, IndexError, KeyError):
+        except (Drop, IndexError):
             return ""
         return f" {self.pick(T.PLAN, rng).format(need=', then '.join(later))}" if later else ""
 

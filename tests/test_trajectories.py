@@ -576,6 +576,19 @@ def test_a_plan_names_the_later_hops_in_the_first_thought_and_changes_nothing_el
     assert with_plan >= 5
 
 
+def test_a_plan_without_a_wording_for_an_entity_type_fails_loudly(setup, monkeypatch):
+    """A world type missing from T.THAT is a gap in the templates, not a chain to skip quietly."""
+    from data import trajectory_text as T
+
+    root, store, questions = setup
+    oracle = TJ.Oracle(TJ.WorldIndex(root / "world"), store, plan=True)
+    question = next(q for q in questions if q["type"] in ("bridge", "chain") and len(q["relations"]) > 1)
+    assert oracle._plan(question["id"], question["chain"], question["relations"])
+    monkeypatch.setattr(T, "THAT", {})
+    with pytest.raises(KeyError):
+        oracle._plan(question["id"], question["chain"], question["relations"])
+
+
 def test_twins_need_oracle_trajectories_without_checks():
     with pytest.raises(SystemExit):
         TJ.parse_args(["--questions", "q.jsonl", "--out", "o", "--p-twin", "0.5", "--check-first"])
