@@ -138,16 +138,11 @@ def by_question(stage: dict[str, Result], benchmarks) -> dict[tuple, dict]:
     return records
 
 
-def paired_by_question(new: dict[str, Result], old: dict[str, Result], benchmarks) -> dict[tuple, tuple[dict, dict]]:
-    """(benchmark, id) -> (new record, old record) for the questions both stages answered."""
-    after, before = by_question(new, benchmarks), by_question(old, benchmarks)
-    return {q: (r, before[q]) for q, r in after.items() if q in before}
-
-
 def paired_records(new: dict[str, Result], old: dict[str, Result], benchmarks) -> tuple[list[dict], list[dict]]:
     """The two stages' records for the questions both answered, in the same order (matched by id)."""
-    pairs = list(paired_by_question(new, old, benchmarks).values())
-    return [a for a, _ in pairs], [b for _, b in pairs]
+    after, before = by_question(new, benchmarks), by_question(old, benchmarks)
+    both = [q for q in after if q in before]
+    return [after[q] for q in both], [before[q] for q in both]
 
 
 def paired_row(run: str, label: str, group: str, new: list[list[dict]], old: list[list[dict]]) -> list[str]:
@@ -256,9 +251,9 @@ def versus_rows(rows: dict, new_runs: list[str], old_runs: list[str]) -> list[li
 
 def same_models(news: list[dict[str, Result]], olds: list[dict[str, Result]]) -> bool:
     """Whether two sides' evaluations ran the same models (as their metrics.json name them)."""
-    def models(stages):
-        return {result.metrics.get("run", {}).get("model") for stage in stages for result in stage.values()}
-    return None not in models(news) | models(olds) and models(news) == models(olds)
+    new, old = ({result.metrics.get("run", {}).get("model") for stage in side for result in stage.values()}
+                for side in (news, olds))
+    return None not in new | old and new == old
 
 
 def pooled_rows(name: str, label: str, news: list[dict], olds: list[dict]) -> list[list[str]]:

@@ -368,7 +368,8 @@ def main(argv=None) -> None:
     batch = training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * training_args.world_size
     seen = trainer.state.global_step * batch
     card = {**stats, "name": out.name, "base": model_args.model_name_or_path, "trajectories": script.trajectories,
-            "dropped": stats["dropped_too_long"], "rows": rows_text(stats), "method": "LoRA" if model_args.use_peft else "full fine-tuning",
+            "dropped": stats["dropped_too_long"], "rows": rows_text(stats),
+            "method": "LoRA" if model_args.use_peft else "full fine-tuning",
             "steps": trainer.state.global_step, "lr": training_args.learning_rate,
             "batch": batch,
             "max_length": training_args.max_length, "seed": training_args.seed, "seconds": seconds,
