@@ -13,6 +13,9 @@
 #            REALDATA_DIR=../shared/realdata               (real QA samples for tests and benchmarks)
 #            P_TWIN=1                                      (make data: give that share of chain trajectories a contrastive
 #                                                          twin, the first hop asked alone; data/trajectory_twins.py)
+#            P_MISS=0.5                                    (make data: give that share of trajectories a missed-evidence
+#                                                          row: a search's fact hidden, then a search again;
+#                                                          data/trajectory_misses.py)
 
 PYTHON ?= python3
 VENV := .venv
@@ -20,6 +23,7 @@ PY := $(VENV)/bin/python
 WORLD_DOCS ?= 3000
 SEED ?= 0
 P_TWIN ?= 0
+P_MISS ?= 0
 DATASET ?= world
 MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
@@ -55,7 +59,7 @@ endif
 ifeq ($(DATASET),world)
 data: datastore
 	$(PY) -m data.questions --world runs/data/world --datastore world --out runs/data/world/questions --seed $(SEED)
-	$(PY) -m data.trajectories --questions runs/data/world/questions/train_sft.jsonl --world runs/data/world --datastore world --out runs/data/world/trajectories/sft $(if $(filter-out 0,$(P_TWIN)),--p-twin $(P_TWIN))
+	$(PY) -m data.trajectories --questions runs/data/world/questions/train_sft.jsonl --world runs/data/world --datastore world --out runs/data/world/trajectories/sft $(if $(filter-out 0,$(P_TWIN)),--p-twin $(P_TWIN)) $(if $(filter-out 0,$(P_MISS)),--p-miss $(P_MISS))
 else
 data: setup
 	$(PY) -m data.realsets --dataset $(DATASET)
@@ -103,9 +107,13 @@ PROBES := runs/diagnostics/dev
 PROBE_SETS := $(PROBES)/oracle_sft_le2hops $(PROBES)/oracle_rl_2hops
 ORACLE := $(PY) -m data.trajectories --questions runs/data/world/questions/dev.jsonl --world runs/data/world \
 	--datastore world --p-extra 0 --limit 100 --quiet
+# and the same searches with missed-evidence rows (a search's fact hidden, the oracle searching again)
+MISS_SETS := $(PROBES)/miss_sft_le2hops $(PROBES)/miss_rl_2hops
 probe-sets: setup
 	$(ORACLE) --where pool=sft --where hops=1,2 --out $(PROBES)/oracle_sft_le2hops
 	$(ORACLE) --where pool=rl --where hops=2 --out $(PROBES)/oracle_rl_2hops
+	$(ORACLE) --where pool=sft --where hops=1,2 --p-miss 1 --out $(PROBES)/miss_sft_le2hops
+	$(ORACLE) --where pool=rl --where hops=2 --p-miss 1 --out $(PROBES)/miss_rl_2hops
 
 # the SFT checkpoint's calibrated stop: P(the turn opens with <answer>) after each tool output on the
 # dev searches, and the threshold that best matches the oracle's stops; make eval runs the checkpoint
@@ -118,7 +126,8 @@ stop-fit: probe-sets
 		--out runs/$(STOP_RUN)/$(STAGE)/stop_fit.json
 
 # where a checkpoint fails, on the dev searches: when to stop, whether its first token depends on what
-# the search needs, reading a finished search, the next call of an unfinished one; after `make data`,
+# the search needs, reading a finished search, the next call of an unfinished one, whether its next move
+# follows a hidden fact (eval.evidence_contrast); after `make data`,
 # ~20 min on 2 cores. make diagnose CKPT=<folder>
 CKPT ?= runs/$(MODEL)/sft/final
 PROBE_OUT := $(PROBES)/$(subst /,_,$(CKPT))
@@ -128,6 +137,7 @@ diagnose: probe-sets
 	$(PY) -m eval.oracle_reading --model $(CKPT) --trajectories $(PROBE_SETS) --out $(PROBE_OUT)/oracle_reading.json
 	$(PY) -m eval.next_calls --model $(CKPT) --trajectories $(PROBE_SETS) --questions runs/data/world/questions/dev.jsonl \
 		--out $(PROBE_OUT)/next_calls.json
+	$(PY) -m eval.evidence_contrast --model $(CKPT) --trajectories $(MISS_SETS) --out $(PROBE_OUT)/evidence_contrast.json
 
 bench-sft: data
 	$(PY) -m sft.bench --config recipes/$(MODEL)/sft.yaml --steps 8 --rounds 1

@@ -18,6 +18,9 @@ with `find` or `open` (also at random, for variety). Where only other pages stat
 elsewhere (`missed_find`, also `recovered`); a share (--p-repeat) repeat one call right after its
 output and go on after the tools refuse it (`repeated_call`; the repeat is marked "train": false).
 With `--plan` a chain question's first thought also names its later hops (stop 36).
+With `--p-miss` a share of trajectories also get a missed-evidence row (data/trajectory_misses.py):
+the trajectory up to a search whose snippet showed the fact, that search with the fact's pages
+hidden, then the oracle's search with other words (stop 38).
 Questions whose hop no query finds, or whose fact never shows, are dropped and counted by reason.
 Teacher mode runs a served model through agent.run (resumable, in `<out>.teacher/`), `--samples` per
 question at temperature > 0, and keeps the correct samples whose tool calls are all valid.
@@ -25,10 +28,10 @@ question at temperature > 0, and keeps the correct samples whose tool calls are 
 Every trajectory is replayed (each tool call re-run; outputs must be byte-identical) and must score
 EM 1, or the command fails and writes nothing. Writes into --out: trajectories.jsonl ({id,
 question_id, messages, answers, hops, type, pool, n_tool_calls, recovered, missed_find, opened,
-repeated_call, origin}; what sft/data.py reads), hf/ (save_to_disk; `messages` and `tools` are
-List(Json()) columns, so tool-call arguments stay dicts as the Qwen2.5 template's `tojson` needs,
-and `tools` gives TRL's SFTTrainer the schemas; datasets >= 5 infers the same from the JSONL),
-manifest.json, report.json, report.md.
+repeated_call, origin; twin_of, or miss_of with hidden_docs and hidden_query}; what sft/data.py
+reads), hf/ (save_to_disk; `messages` and `tools` are List(Json()) columns, so tool-call arguments
+stay dicts as the Qwen2.5 template's `tojson` needs, and `tools` gives TRL's SFTTrainer the
+schemas; datasets >= 5 infers the same from the JSONL), manifest.json, report.json, report.md.
 API: replay(trajectory, retriever, k, method) -> [differences]; check(...); run(args). The oracle
 (WorldIndex, Oracle, Drop) is in data/trajectory_oracle.py.
 """
@@ -48,7 +51,7 @@ from agent.tools import DEFAULT_K, SearchTools
 from common.errors import UserError, cli_main
 from common.io import atomic_dir, atomic_write_json, config_hash, file_sha256, read_manifest, write_jsonl
 from common.paths import runs_dir
-from data import trajectory_text as T, trajectory_twins as twins
+from data import trajectory_misses as misses, trajectory_text as T, trajectory_twins as twins
 from data.trajectory_oracle import Drop, Oracle, WorldIndex
 
 VERSION = "trajectories-1"
@@ -60,7 +63,11 @@ class ReplayError(UserError):
 
 # ---- replay and checks ------------------------------------------------------------------------
 def replay(trajectory: dict, retriever, k: int = DEFAULT_K, method: str | None = None) -> list[str]:
-    """Re-run every tool call on fresh tools; the list of differences (empty: it replays exactly)."""
+    """Re-run every tool call on fresh tools; the list of differences (empty: it replays exactly).
+    A missed-evidence row (trajectory_misses.py) replays with its pages hidden from its one search,
+    and ends with the call that searches again, which has no reply."""
+    if trajectory.get("hidden_docs"):
+        retriever = misses.Hiding(retriever, trajectory["hidden_docs"], trajectory["hidden_query"])
     tools, problems, pending = SearchTools(retriever, k, method), [], []
     for index, message in enumerate(trajectory["messages"]):
         if message["role"] == "assistant":
@@ -76,7 +83,7 @@ def replay(trajectory: dict, retriever, k: int = DEFAULT_K, method: str | None =
             if call["name"] != message.get("name") or output != message["content"]:
                 problems.append(f"message {index}: {call['name']}({json.dumps(call['arguments'])}) now returns "
                                 f"{output[:80]!r}, stored {message['content'][:80]!r}")
-    if pending:
+    if len(pending) > bool(trajectory.get("miss_of")):
         problems.append(f"{len(pending)} tool call(s) at the end without a reply")
     return problems
 
@@ -88,12 +95,25 @@ def check(trajectories: list[dict], retriever, k: int, method: str | None, progr
     bad = []
     for trajectory in tqdm(trajectories, desc="replay", unit="traj", disable=not progress, mininterval=2.0):
         problems = replay(trajectory, retriever, k, method)
-        if not best_em(extract_answer(trajectory["messages"][-1]["content"]), trajectory["answers"]):
+        if trajectory.get("miss_of"):
+            problems += miss_problems(trajectory)
+        elif not best_em(extract_answer(trajectory["messages"][-1]["content"]), trajectory["answers"]):
             problems.append("the final answer does not score EM 1")
         bad += [f"{trajectory['id']}: {p}" for p in problems]
     if bad:
         raise ReplayError(f"{len(bad)} trajectory check(s) failed, first: {bad[0]}. Nothing was written: the "
                           "datastore or the tools changed under the data (or are not deterministic)")
+
+
+def miss_problems(row: dict) -> list[str]:
+    """A missed-evidence row must not answer, and must end with one search not made before in it."""
+    from eval.metrics import extract_answer
+
+    last = row["messages"][-1]
+    calls = [c["function"] for m in row["messages"] for c in m.get("tool_calls") or []]
+    if extract_answer(last.get("content") or "") is not None or not last.get("tool_calls"):
+        return ["a missed-evidence row must end with a search, not an answer"]
+    return ["its last search repeats an earlier call"] if calls[-1] in calls[:-1] else []
 
 
 # ---- outputs -------------------------------------------------------------------------------------
@@ -133,7 +153,9 @@ def report(trajectories: list[dict], drops: Counter, n_questions: int, seconds: 
             "by_type": count(lambda t: t["type"]), "by_type_and_hops": count(lambda t: f"{t['type']}/{t['hops']}"),
             "tool_calls_mean": round(sum(t["n_tool_calls"] for t in trajectories) / n, 3),
             "tool_calls_histogram": count(lambda t: t["n_tool_calls"]),
-            "twins": sum(t.get("origin") == "oracle_twin" for t in trajectories), "tool_calls_by_name": dict(Counter(calls)),
+            "twins": sum(t.get("origin") == "oracle_twin" for t in trajectories),
+            "missed_evidence_rows": sum(t.get("origin") == "oracle_miss" for t in trajectories),
+            "tool_calls_by_name": dict(Counter(calls)),
             "recovered_fraction": share("recovered"), "missed_find_fraction": share("missed_find"),
             "open_or_find_fraction": share("opened"), "repeated_call_fraction": share("repeated_call"),
             "tokens": token_stats(trajectories, model), "seconds": round(seconds, 1)}
@@ -149,6 +171,10 @@ def report_md(rep: dict, title: str) -> str:
     if rep.get("twins"):
         lines += [f"- contrastive twins (a chain trajectory's first hop asked as its own question, answered where the "
                   f"original moves on): {rep['twins']}"]
+    if rep.get("missed_evidence_rows"):
+        lines += [f"- missed-evidence rows (a trajectory up to a search that showed the fact, that search with the "
+                  f"fact's pages hidden, then a search with other words; only that turn trained): "
+                  f"{rep['missed_evidence_rows']}"]
     if "mean" in tok:
         lines += [f"- tokens ({tok['model']} tool template): mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, "
                   f"max {tok['max']}; assistant (trained-on) share {tok['assistant_fraction']:.1%}"]
@@ -168,7 +194,8 @@ def save(out: Path, trajectories: list[dict], manifest: dict, rep: dict, title: 
                          "tools": List(Json()), "answers": List(Value("string")), "hops": Value("int64"),
                          "type": Value("string"), "pool": Value("string"), "n_tool_calls": Value("int64"),
                          "recovered": Value("bool"), "missed_find": Value("bool"), "opened": Value("bool"),
-                         "repeated_call": Value("bool"), "origin": Value("string"), "twin_of": Value("string")})
+                         "repeated_call": Value("bool"), "origin": Value("string"), "twin_of": Value("string"),
+                         "miss_of": Value("string")})
     with atomic_dir(out) as tmp:
         write_jsonl(tmp / "trajectories.jsonl", trajectories)
         rows = [{**{key: t.get(key) for key in features}, "tools": schemas} for t in trajectories]
@@ -187,7 +214,7 @@ def build_oracle(questions: list[dict], world: WorldIndex, retriever, args) -> t
     kept, drops = [], Counter()
     for question in tqdm(questions, desc="oracle", unit="q", disable=args.quiet, mininterval=2.0):
         try:
-            kept.extend(oracle.build_with_twins(question, args.p_twin))
+            kept.extend(oracle.build_with_extras(question, args.p_twin, args.p_miss))
         except Drop as reason:
             drops[str(reason)] += 1
     return kept, drops
@@ -235,15 +262,14 @@ def code_hash(retriever_type) -> str:
     """The oracle's, the tools' and the retriever's source: a change to any of them rebuilds the
     trajectories (snippets or find may answer differently), and SFT warns about older ones."""
     sources = (Path(__file__), Path(inspect.getfile(Oracle)), Path(T.__file__), Path(twins.__file__),
-               Path(inspect.getfile(SearchTools)),
-               Path(inspect.getfile(retriever_type)))
+               Path(misses.__file__), Path(inspect.getfile(SearchTools)), Path(inspect.getfile(retriever_type)))
     return config_hash({"code": "".join(file_sha256(path) for path in sources)})
 
 
 def inputs_manifest(args, retriever) -> dict:
-    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "p_twin", "next_opener",
-            "check_first", "plan", "max_turns", "max_tool_calls", "where", "limit", "teacher_url", "teacher_model", "samples",
-            "temperature", "top_p", "max_new_tokens")
+    keys = ("k", "method", "seed", "p_extra", "p_question", "p_find_miss", "wording", "p_repeat", "p_twin", "p_miss",
+            "next_opener", "check_first", "plan", "max_turns", "max_tool_calls", "where", "limit", "teacher_url",
+            "teacher_model", "samples", "temperature", "top_p", "max_new_tokens")
     config = {key: getattr(args, key) for key in keys}
     inputs = {"questions": file_sha256(args.questions), "datastore": retriever.manifest.get("inputs"),
               "datastore_config": retriever.manifest.get("config"), "prompt": prompt_hash(),
@@ -313,6 +339,10 @@ def parse_args(argv=None):
     add("--p-twin", type=float, default=0.0,
         help="share of chain (bridge) trajectories that get a contrastive twin: the one-hop question of their "
              "first hop, the same trajectory up to the second hop, then the answer (data/trajectory_twins.py)")
+    add("--p-miss", type=float, default=0.0,
+        help="share of trajectories that get a missed-evidence row: the trajectory up to a search whose snippet "
+             "showed the fact, that search with the fact's pages hidden, then the oracle's search with other words "
+             "(only that turn is trained on; data/trajectory_misses.py)")
     add("--wording", choices=["varied", "canonical"], default="varied",
         help="varied: several thought templates and query styles, open/find at random (--p-extra) and the whole "
              "question as a query now and then (--p-question); canonical: one of each (both ignored)")
@@ -354,8 +384,12 @@ def parse_args(argv=None):
                      "of the two")
     if args.plan and args.teacher_url:
         parser.error("--plan words the oracle's first thoughts; a teacher writes its own: drop --plan")
-    if not 0 <= args.p_twin <= 1:
-        parser.error(f"--p-twin is a share between 0 and 1, got {args.p_twin}")
+    for name in ("p_twin", "p_miss"):
+        if not 0 <= getattr(args, name) <= 1:
+            parser.error(f"--{name.replace('_', '-')} is a share between 0 and 1, got {getattr(args, name)}")
+    if args.p_miss and (args.teacher_url or args.check_first):
+        parser.error("--p-miss rewrites oracle trajectories without checks (its search-again turn has no check); "
+                     "drop --p-miss, --teacher-url or --check-first")
     return args
 
 

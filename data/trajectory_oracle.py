@@ -87,6 +87,8 @@ class Session:
         self.need: str | None = None  # what the hop being read needs (the check_first turns restate it)
         self.read: dict[str, str] = {}  # doc id -> all the agent has read of it (search lines, pages, finds)
         self.hop_starts: list[tuple[dict, dict]] = []  # per later hop: (its first call's message, flags() before it)
+        # per hop read off one search's snippet: where that output is and what it had to show (trajectory_misses.py)
+        self.snippet_reads: list[dict] = []
 
     def flags(self) -> dict:
         """The trajectory record's flags for the walk so far."""
@@ -139,17 +141,22 @@ class Oracle:
         """The trajectory record, or raise Drop(reason)."""
         return self._build(question)[0]
 
-    def build_with_twins(self, question: dict, p_twin: float) -> list[dict]:
-        """[the trajectory, and for a share p_twin of chain questions its first-hop twin
-        (data/trajectory_twins.py)], or raise Drop(reason). The trajectory is the one build() makes:
-        the twins draw from their own random stream."""
+    def build_with_extras(self, question: dict, p_twin: float = 0.0, p_miss: float = 0.0) -> list[dict]:
+        """[the trajectory, for a share p_twin of chain questions its first-hop twin
+        (data/trajectory_twins.py), for a share p_miss of questions a missed-evidence row
+        (data/trajectory_misses.py)], or raise Drop(reason). The trajectory is the one build() makes:
+        the extras draw from random streams of their own."""
+        from data.trajectory_misses import missed_evidence_row
         from data.trajectory_twins import first_hop_twin
 
         record, session = self._build(question)
-        if p_twin <= 0 or random.Random(f"{self.seed}-{question['id']}-twin").random() >= p_twin:
-            return [record]
-        twin = first_hop_twin(self.world, question, record, session.hop_starts, self.prompt_tool_calls)
-        return [record] + ([twin] if twin else [])
+        extras = [record]
+        if p_twin > 0 and random.Random(f"{self.seed}-{question['id']}-twin").random() < p_twin:
+            extras.append(first_hop_twin(self.world, question, record, session.hop_starts, self.prompt_tool_calls))
+        rng = random.Random(f"{self.seed}-{question['id']}-miss")
+        if p_miss > 0 and rng.random() < p_miss:
+            extras.append(missed_evidence_row(self, record, session.snippet_reads, rng))
+        return [row for row in extras if row]
 
     def _build(self, question: dict) -> tuple[dict, Session]:
         from eval.metrics import best_em
@@ -308,8 +315,13 @@ class Oracle:
             if found:
                 session.recovered |= attempt > 0
                 doc = min(found, key=lambda d: (not shows(d, lines[d]), d not in gold, d != known))
-                fact = T.FACT[key].format(n=surface, o=target)
-                return self._fact_in(session, doc, lines[doc], known, surface, key, need, fact, shows, missed)
+                fact, output_at = T.FACT[key].format(n=surface, o=target), len(session.messages) - 1
+                self._fact_in(session, doc, lines[doc], known, surface, key, need, fact, shows, missed)
+                if not missed and len(session.messages) == output_at + 1:  # the snippet was all it read
+                    session.snippet_reads.append({"output": session.messages[output_at], "known": known,
+                                                  "surface": surface, "key": key, "stated_in": list(stated_in),
+                                                  "need": need})
+                return
             query, thought = self._reformulate(entity, surface, key, lines, stated_in, queries, need)
             if missed:
                 thought = self.pick(T.FIND_MISS_SEARCH).format(own=known, need=need, n=surface)

@@ -15,7 +15,7 @@ import functools
 import re
 import threading
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, Collection, NamedTuple
 
 import numpy as np
 
@@ -177,20 +177,22 @@ class Datastore:
         return row
 
     # ---- the interface --------------------------------------------------------------------
-    def search(self, query: str, k: int = 5, method: str | None = None) -> list[Hit]:
-        return self.search_batch([query], k, method)[0]
+    def search(self, query: str, k: int = 5, method: str | None = None, exclude: Collection[str] = ()) -> list[Hit]:
+        return self.search_batch([query], k, method, exclude=exclude)[0]
 
     def search_batch(self, queries: list[str], k: int = 5, method: str | None = None,
-                     snippets_by_meaning: bool = True) -> list[list[Hit]]:
+                     snippets_by_meaning: bool = True, exclude: Collection[str] = ()) -> list[list[Hit]]:
         """`snippets_by_meaning=False` for callers that only want the ranking (it skips embedding
-        the hits' sentences)."""
+        the hits' sentences). `exclude`: doc ids left out of the hits, which are then the ones the
+        search ranks after them (data/trajectory_misses.py shows a search that missed its page)."""
         if not isinstance(queries, list) or not 1 <= len(queries) <= MAX_BATCH:
             raise RetrievalError(f"send a list of 1 to {MAX_BATCH} queries")
         queries = [self._check_query(q) for q in queries]
         k, method = self._check_k(k), self._check_method(method)
         depth = min(max(3 * k, 30), len(self.passages))  # passages per doc are deduplicated below
         rankings = self._rank(queries, depth, method)
-        return [self._hits(query, ranking, k, snippets_by_meaning) for query, ranking in zip(queries, rankings)]
+        return [self._hits(query, ranking, k, snippets_by_meaning, frozenset(exclude))
+                for query, ranking in zip(queries, rankings)]
 
     def _rank(self, queries: list[str], depth: int, method: str) -> list[list[tuple[int, float]]]:
         if method in ("bm25", "dense"):
@@ -200,8 +202,9 @@ class Datastore:
         dense = self._rank(queries, depth, "dense")
         return [rrf_fuse([[r for r, _ in a], [r for r, _ in b]]) for a, b in zip(sparse, dense)]
 
-    def _hits(self, query: str, ranking: list[tuple[int, float]], k: int, by_meaning: bool = True) -> list[Hit]:
-        hits, seen = [], set()
+    def _hits(self, query: str, ranking: list[tuple[int, float]], k: int, by_meaning: bool = True,
+              exclude: frozenset = frozenset()) -> list[Hit]:
+        hits, seen = [], set(exclude)
         for row, score in ranking:
             passage = self.passages[row]
             if passage["doc_id"] in seen:

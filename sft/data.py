@@ -168,9 +168,12 @@ def first_turn_rows(rows: list[dict]) -> list[dict]:
     """For each trajectory whose first assistant turn calls a tool, that turn as a row of its own:
     the system prompt, the question and the first thought and call, nothing after. Where the
     question's reading decides the whole search (how many hops, which entity first), this gives
-    SFT one more example of it for the price of the question and one turn (stop 36)."""
+    SFT one more example of it for the price of the question and one turn (stop 36). A
+    missed-evidence row (data/trajectory_misses.py) opens like its trajectory and gives none."""
     firsts = []
     for row in rows:
+        if row.get("miss_of"):
+            continue
         at = next(i for i, m in enumerate(row["messages"]) if m["role"] == "assistant")
         if row["messages"][at].get("tool_calls"):
             firsts.append({"id": f"{row.get('id')}-first", "first_turn_of": row.get("id"),

@@ -245,10 +245,12 @@ def make_dataset(script, training_args, tokenizer_source: str):
     tokens = tokenize_all(tokenizer, rows, tool_functions(SearchTools(None)), training_args.max_length)
     dataset = Dataset.from_dict({"input_ids": tokens.input_ids, "labels": tokens.labels})
     groups = twin_groups([rows[i] for i in tokens.kept])
+    misses = sum(bool(rows[i].get("miss_of")) for i in tokens.kept)  # data/trajectory_misses.py
     stats = {"trajectories": whole, **({"first_turns": len(rows) - whole} if script.first_turns else {}),
              "used": len(tokens.input_ids), "dropped_too_long": tokens.dropped_too_long,
              "tokens": tokens.total_tokens, "loss_tokens": tokens.loss_tokens,
-             **({"twins": sum(bool(rows[i].get("twin_of")) for i in tokens.kept)} if groups else {})}
+             **({"twins": sum(bool(rows[i].get("twin_of")) for i in tokens.kept)} if groups else {}),
+             **({"missed_evidence": misses} if misses else {})}
     return dataset, stats, groups
 
 
@@ -291,10 +293,12 @@ Search agent fine-tuned with this recipe's SFT stage (TRL SFTTrainer, loss on as
 
 def rows_text(stats: dict) -> str:
     """What the training rows are, for the model card."""
+    misses = (f", of them {stats['missed_evidence']} missed-evidence rows (a search's fact hidden, the search again "
+              "trained)") if stats.get("missed_evidence") else ""
     if "first_turns" not in stats:
-        return f"{stats['used']} trajectories"
-    return (f"{stats['used']} rows: {stats['trajectories']} trajectories and {stats['first_turns']} of their first turns "
-            "alone (first_turns)")
+        return f"{stats['used']} trajectories{misses}"
+    return (f"{stats['used']} rows: {stats['trajectories']} trajectories{misses} and {stats['first_turns']} of their "
+            "first turns alone (first_turns)")
 
 
 def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:

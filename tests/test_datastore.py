@@ -41,6 +41,15 @@ def test_round_trip_bm25(bm25_store):
     assert bm25_store.manifest["counts"] == {"docs": 5, "passages": 10}  # Ada: 462 words -> 6 chunks
 
 
+def test_excluded_documents_leave_the_hits_ranked_after_them(bm25_store):
+    """search(..., exclude=): what data/trajectory_misses.py shows as a search that missed its page."""
+    full = bm25_store.search("Kestrel founded", k=5)
+    hidden = {full[0].doc_id, full[2].doc_id}
+    rest = bm25_store.search("Kestrel founded", k=3, exclude=hidden)
+    assert [h.doc_id for h in rest] == [h.doc_id for h in full if h.doc_id not in hidden][:3]
+    assert bm25_store.search("Kestrel founded", k=5, exclude=()) == full
+
+
 def test_open_pages_and_find(bm25_store):
     first = bm25_store.open("ada")
     assert first.startswith("[ada] Ada Voss (page 1 of ")

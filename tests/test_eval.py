@@ -452,6 +452,64 @@ def test_stop_decisions_points_auc_and_probe(tiny):
     assert report["decisions"] == 3 and report["by_hops"]["2-hop, oracle answers"]["n"] == 1
 
 
+def test_evidence_contrast_pairs_each_hidden_output_with_the_shown_one(tiny, tmp_path):
+    """eval.evidence_contrast: a missed-evidence row and its trajectory give the two contexts and the
+    two turns; each turn token's log-probability, read with the shared prefix run once, is the one a
+    pass over the whole sequence gives; P(<answer>) is eval.stop_decisions' and is read only where the
+    oracle's turn after the shown output opens with it."""
+    import math
+
+    from agent.backends import ANSWER_TAG, tag_probability, tag_steps
+    from agent.chat import prepare_tokenizer, training_template
+    from agent.tools import SearchTools, tool_functions
+    from eval import evidence_contrast as EC
+    from sft.data import content_offset
+
+    shown = two_hop_oracle()
+    again = {"role": "assistant", "content": "None of the results is about Ada; I'll try other words.",
+             "tool_calls": [{"type": "function", "function": {"name": "search", "arguments": {"query": "Ada born"}}}]}
+    hidden = {"role": "tool", "name": "search", "content": "[d9] Norvania: a country."}
+    last = {"id": "t-miss", "miss_of": "t", "messages": [{**m, "train": False} if m["role"] == "assistant" else m
+                                                         for m in shown[:5]] + [hidden, again]}
+    first = {"id": "t2-miss", "miss_of": "t2", "messages": shown[:2] + [{**shown[2], "train": False}, hidden, again]}
+    found = EC.pairs([{"id": "t", "messages": shown}, last, {"id": "t2", "messages": shown}, first,
+                      {"id": "orphan-miss", "miss_of": "gone", "messages": first["messages"]}])
+    assert [p["id"] for p in found] == ["t-miss", "t2-miss"]
+    assert found[0]["shown"] == shown[:6] and found[0]["hidden"][-1] == hidden and found[0]["go_on"] == shown[6]
+    assert found[1]["go_on"] == shown[4] and found[1]["again"] == again and len(found[1]["hidden"]) == 4
+
+    model, tokenizer = tiny
+    tokenizer, tools = prepare_tokenizer(tokenizer), tool_functions(SearchTools(None))
+    template, tag = training_template(tokenizer), tokenizer(ANSWER_TAG, add_special_tokens=False).input_ids
+    sequences = [EC.rendered(tokenizer, tools, template, found[0][context], found[0][turn])
+                 for context in ("shown", "hidden") for turn in ("go_on", "again")]
+    read = EC.turn_logprobs(model, sequences)  # shown: go on, again; hidden: go on, again
+    for (ids, labels), logprobs in zip(sequences, read):  # the shared prefix run once
+        start = next(i for i, label in enumerate(labels) if label != -100)
+        steps, _ = tag_steps(model, ids[:start], [label for label in labels if label != -100])  # the whole sequence
+        assert logprobs == pytest.approx([math.log(p) for p in steps], abs=1e-3)
+    rows = [EC.probe_pair(model, tokenizer, tools, template, tag, content_offset(tokenizer, template), pair)
+            for pair in found]
+    prompt = tokenizer.apply_chat_template(found[0]["shown"], tools=tools, tokenize=False, add_generation_prompt=True)
+    alone = tag_probability(model, tokenizer(prompt, add_special_tokens=False).input_ids, tag)[0]
+    assert rows[0]["p_answer_shown"] == pytest.approx(alone, abs=1e-3)  # eval.stop_decisions' P(answer)
+    assert "p_answer_hidden" in rows[0] and "p_answer_shown" not in rows[1]
+    assert rows[0]["again|hidden"] != rows[0]["again|shown"] and all(v < 0 for k, v in rows[0].items() if "|" in k)
+    first = content_offset(tokenizer, template)
+    prefer = [read[again][first] - read[go_on][first] for go_on, again in ((0, 1), (2, 3))]
+    assert rows[0]["first_shift"] == pytest.approx(prefer[1] - prefer[0], abs=1e-3)
+    made = EC.summary([{**rows[0], "shift": 1.0, "first_shift": 0.5}, {**rows[1], "shift": 0.0, "first_shift": -1.0},
+                       {**rows[1], "shift": -2.0, "first_shift": 0.0}])
+    assert (made["pairs"], made["follows_evidence"], made["shift"], made["stop_pairs"]) == (3, 0.5, -0.333, 1)
+    assert (made["first_token_follows_evidence"], made["first_token_shift"]) == (0.5, -0.167)
+    from common.errors import UserError
+
+    data = tmp_path / "plain.jsonl"
+    data.write_text(json.dumps({"id": "t", "messages": shown}) + "\n")
+    with pytest.raises(UserError, match="--p-miss 1"):
+        EC.main(["--model", "tiny", "--trajectories", str(data)])
+
+
 def test_stop_fit_is_recorded_for_its_checkpoint_and_not_redone(tiny, tmp_path, capsys):
     """make stop-fit: the fit names the checkpoint's weights (eval's sft_stop checks them) and a rerun
     on the same checkpoint and probe sets does nothing."""

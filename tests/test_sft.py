@@ -554,3 +554,28 @@ def test_first_turn_rows_train_exactly_the_first_turn_of_each_trajectory(tmp_pat
         dataset, stats, _ = make_dataset(script, args, model_args.model_name_or_path)
         assert (stats["trajectories"], stats["used"], len(dataset), stats.get("first_turns")) == (
             2, used, used, 1 if extra else None)
+
+
+def test_a_missed_evidence_row_trains_only_its_search_again(tmp_path, tokenizer, store):  # noqa: F811
+    """data/trajectory_misses.py marks the turns before the hidden output "train": false: the row's
+    labels are exactly its last thought and call, and make_dataset counts it (not as a first turn)."""
+    from common.recipe import parse_recipe
+    from sft.train import SFTScriptArguments, make_dataset
+    from trl import ModelConfig, SFTConfig
+
+    whole = trajectory(SearchTools(store))
+    again = {"role": "assistant", "content": "None of the results is about Kestrel; I'll try other words.",
+             "tool_calls": [{"type": "function", "function": {"name": "search", "arguments": {"query": "Kestrel"}}}]}
+    hidden = {"role": "tool", "name": "search", "content": "[other-doc] Other: nothing about it."}
+    miss = {"id": "a-miss", "miss_of": "a", "messages": whole[:2] + [{**whole[2], "train": False}, hidden, again]}
+    ids, labels = tokenize_trajectory(tokenizer, miss["messages"], TOOLS, training_template(tokenizer))
+    trained = tokenizer.decode([t for t in labels if t != -100])
+    assert "None of the results" in trained and '"Kestrel"' in trained and "I need the company" not in trained
+    assert trained.count("<tool_call>") == 1 and "nothing about it" not in trained
+
+    data = tmp_path / "t.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in [{"id": "a", "messages": whole}, miss]))
+    script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig),
+                                            sft_args(tmp_path, data, "--first_turns", "true"))
+    _, stats, _ = make_dataset(script, args, model_args.model_name_or_path)
+    assert (stats["used"], stats["first_turns"], stats["missed_evidence"]) == (3, 1, 1)

@@ -515,20 +515,28 @@ def test_next_call_probe_reproduces_the_oracle_steps(setup, oracle_run):
         list(NC.points(chains[:1], hotpot_like, world))
 
 
+def with_extras(setup, **shares):
+    """(question, [trajectory, extras...]) for each question the oracle keeps, checking that the
+    extras leave the trajectory exactly as build() makes it."""
+    root, store, questions = setup
+    oracle = TJ.Oracle(TJ.WorldIndex(root / "world"), store)
+    for question in questions:
+        try:
+            built = oracle.build_with_extras(question, **shares)
+        except TJ.Drop:
+            continue
+        assert built[0] == oracle.build(question)
+        yield question, built
+
+
 def test_a_twin_is_the_first_hop_asked_alone_and_answered_where_the_original_moves_on(setup):
     """--p-twin (data/trajectory_twins.py): the twin asks the first hop of a chain question; its
     messages after the question are the original's up to the second hop's first call, then the answer
     to the first hop, which an output already showed. Twins leave the original trajectory as it was."""
     root, store, questions = setup
-    world = TJ.WorldIndex(root / "world")
-    oracle, twins = TJ.Oracle(world, store), 0
-    for question in questions:
-        try:
-            built = oracle.build_with_twins(question, 1.0)
-        except TJ.Drop:
-            continue
+    world, twins = TJ.WorldIndex(root / "world"), 0
+    for question, built in with_extras(setup, p_twin=1.0):
         original = built[0]
-        assert original == oracle.build(question)
         if question["type"] not in ("bridge", "chain"):
             assert len(built) == 1
             continue
@@ -548,6 +556,40 @@ def test_a_twin_is_the_first_hop_asked_alone_and_answered_where_the_original_mov
         assert any(visible(answer, m["content"]) for m in messages if m["role"] == "tool")
         assert not visible(answer, asked)
     assert twins >= 5
+
+
+def test_a_missed_evidence_row_hides_one_searchs_fact_and_searches_again(setup):
+    """--p-miss (data/trajectory_misses.py): the row is its trajectory up to a search whose snippet
+    showed the fact, the same search without the fact's pages (no output line shows the fact), then a
+    search with other words that the real datastore answers with such a page. It replays, only its
+    last turn is trained, and the trajectory itself is the one build() makes."""
+    from sft.data import first_turn_rows
+
+    _, store, _ = setup
+    rows = 0
+    for _, built in with_extras(setup, p_miss=1.0):
+        original = built[0]
+        if len(built) == 1:
+            continue
+        row, rows = built[1], rows + 1
+        assert row["miss_of"] == original["id"] and row["origin"] == "oracle_miss"
+        assert TJ.replay(row, store) == [] and TJ.miss_problems(row) == []
+        with pytest.raises(AssertionError):  # against the datastore as it is, the hidden search differs
+            assert TJ.replay({k: v for k, v in row.items() if k != "hidden_docs"}, store) == []
+        messages, cut = row["messages"], len(row["messages"]) - 2
+        assert [{k: v for k, v in m.items() if k != "train"} for m in messages[:cut]] == original["messages"][:cut]
+        assert [m.get("train", True) for m in messages if m["role"] == "assistant"][-1] is True
+        assert not any(m.get("train", True) for m in messages[:cut] if m["role"] == "assistant")
+        hidden, shown = messages[cut]["content"], original["messages"][cut]["content"]
+        assert hidden != shown and not set(hit_lines(hidden)) & set(row["hidden_docs"])
+        assert set(hit_lines(shown)) & set(row["hidden_docs"])
+        again = messages[-1]["tool_calls"][0]["function"]
+        assert again["name"] == "search" and again["arguments"]["query"] != row["hidden_query"]
+        assert {h.doc_id for h in store.search(again["arguments"]["query"], DEFAULT_K)} & set(row["hidden_docs"])
+        assert first_turn_rows([original, row]) == first_turn_rows([original])
+    assert rows >= 20
+    bad = {**row, "messages": row["messages"][:-1] + [{"role": "assistant", "content": "<answer>x</answer>"}]}
+    assert TJ.miss_problems(bad)
 
 
 def test_a_plan_names_the_later_hops_in_the_first_thought_and_changes_nothing_else(setup, oracle_run):
@@ -589,7 +631,11 @@ def test_a_plan_without_a_wording_for_an_entity_type_fails_loudly(setup, monkeyp
         oracle._plan(question["id"], question["chain"], question["relations"])
 
 
-def test_twins_need_oracle_trajectories_without_checks():
+def test_twins_and_missed_evidence_rows_need_oracle_trajectories_without_checks():
+    with pytest.raises(SystemExit):
+        TJ.parse_args(["--questions", "q.jsonl", "--out", "o", "--p-miss", "0.5", "--check-first"])
+    with pytest.raises(SystemExit):
+        TJ.parse_args(["--questions", "q.jsonl", "--out", "o", "--p-miss", "-0.1"])
     with pytest.raises(SystemExit):
         TJ.parse_args(["--questions", "q.jsonl", "--out", "o", "--p-twin", "0.5", "--check-first"])
     with pytest.raises(SystemExit):
@@ -610,3 +656,5 @@ def test_make_data_passes_the_twin_share():
     assert with_twins.rstrip().endswith("--out runs/data/world/trajectories/sft --p-twin 0.5")
     assert TJ.parse_args(with_twins.split("-m data.trajectories", 1)[1].split()).p_twin == 0.5
     assert "--p-twin" not in trajectories_line() and "--p-twin" not in trajectories_line("P_TWIN=0")
+    assert TJ.parse_args(trajectories_line("P_MISS=0.5").split("-m data.trajectories", 1)[1].split()).p_miss == 0.5
+    assert "--p-miss" not in trajectories_line()
