@@ -29,7 +29,7 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data sft stop-fit probe-sets pass-rate rl rl-nolen eval tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow test-gpu clean-checkpoints clean
+.PHONY: all setup world datastore data sft stop-fit probe-sets miss-sets pass-rate rl rl-nolen eval tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow test-gpu clean-checkpoints clean
 
 all: setup datastore data sft stop-fit rl eval tables
 
@@ -107,11 +107,14 @@ PROBES := runs/diagnostics/dev
 PROBE_SETS := $(PROBES)/oracle_sft_le2hops $(PROBES)/oracle_rl_2hops
 ORACLE := $(PY) -m data.trajectories --questions runs/data/world/questions/dev.jsonl --world runs/data/world \
 	--datastore world --p-extra 0 --limit 100 --quiet
-# and the same searches with missed-evidence rows (a search's fact hidden, the oracle searching again)
-MISS_SETS := $(PROBES)/miss_sft_le2hops $(PROBES)/miss_rl_2hops
 probe-sets: setup
 	$(ORACLE) --where pool=sft --where hops=1,2 --out $(PROBES)/oracle_sft_le2hops
 	$(ORACLE) --where pool=rl --where hops=2 --out $(PROBES)/oracle_rl_2hops
+
+# the same searches with missed-evidence rows (a search's fact hidden, the oracle searching again),
+# for eval.evidence_contrast in make diagnose
+MISS_SETS := $(PROBES)/miss_sft_le2hops $(PROBES)/miss_rl_2hops
+miss-sets: setup
 	$(ORACLE) --where pool=sft --where hops=1,2 --p-miss 1 --out $(PROBES)/miss_sft_le2hops
 	$(ORACLE) --where pool=rl --where hops=2 --p-miss 1 --out $(PROBES)/miss_rl_2hops
 
@@ -131,7 +134,7 @@ stop-fit: probe-sets
 # ~20 min on 2 cores. make diagnose CKPT=<folder>
 CKPT ?= runs/$(MODEL)/sft/final
 PROBE_OUT := $(PROBES)/$(subst /,_,$(CKPT))
-diagnose: probe-sets
+diagnose: probe-sets miss-sets
 	$(PY) -m eval.stop_decisions --model $(CKPT) --trajectories $(PROBE_SETS) --fit-threshold --out $(PROBE_OUT)/stop_decisions.json
 	$(PY) -m eval.openers --model $(CKPT) --trajectories $(PROBE_SETS) --out $(PROBE_OUT)/openers.json
 	$(PY) -m eval.oracle_reading --model $(CKPT) --trajectories $(PROBE_SETS) --out $(PROBE_OUT)/oracle_reading.json

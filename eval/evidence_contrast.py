@@ -4,7 +4,7 @@
         --trajectories runs/diagnostics/dev/miss_sft_le2hops runs/diagnostics/dev/miss_rl_2hops
 
 Reads oracle trajectories built with missed-evidence rows (`python -m data.trajectories ... --p-miss 1`,
-`make probe-sets`; dev questions, never test). Each row pairs two contexts that differ in one search
+`make miss-sets`; dev questions, never test). Each row pairs two contexts that differ in one search
 output: the oracle's own, which shows the fact (context "shown"), and the same search with the
 fact's pages hidden (context "hidden"). After "shown" the oracle moves on or answers (its turn,
 "go on"); after "hidden" it searches with other words ("again"). For each pair and each context the
@@ -138,7 +138,7 @@ def main(argv=None) -> None:
     for path, found in sets.items():
         if not found:
             raise UserError(f"{path} holds no missed-evidence rows with their trajectories; build it with "
-                            "`python -m data.trajectories ... --p-miss 1` (make probe-sets)")
+                            "`python -m data.trajectories ... --p-miss 1` (make miss-sets)")
     model, tokenizer, tools = teacher_forcing_setup(args)
     template, tag = training_template(tokenizer), tokenizer(ANSWER_TAG, add_special_tokens=False).input_ids
     offset = content_offset(tokenizer, template)
