@@ -9,6 +9,7 @@ in-process datastore would; connection failures are retried with backoff, then r
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 import httpx
 
@@ -39,8 +40,9 @@ class RetrievalClient:
     def info(self) -> dict:
         return self._http.get("/health").raise_for_status().json()
 
-    def search(self, query: str, k: int = 5, method: str | None = None) -> list[Hit]:
-        hits = self._post("/search", {"query": query, "k": k, "method": method})["hits"]
+    def search(self, query: str, k: int = 5, method: str | None = None, exclude: Collection[str] = ()) -> list[Hit]:
+        body = {"query": query, "k": k, "method": method, "exclude": sorted(exclude)}
+        hits = self._post("/search", body)["hits"]
         return [Hit(**hit) for hit in hits]
 
     def search_batch(self, queries: list[str], k: int = 5, method: str | None = None) -> list[list[Hit]]:

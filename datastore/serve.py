@@ -27,6 +27,7 @@ class SearchRequest(BaseModel):
     query: str
     k: int = 5
     method: str | None = None
+    exclude: list[str] = []   # doc ids left out of the hits (missed-evidence rows replayed against a server)
 
 
 class BatchRequest(BaseModel):
@@ -61,7 +62,7 @@ def create_app(store: Datastore) -> FastAPI:
 
     @app.post("/search")
     def search(request: SearchRequest) -> dict:
-        hits = _call(store.search, request.query, request.k, request.method)
+        hits = _call(store.search, request.query, request.k, request.method, request.exclude)
         return {"hits": [hit._asdict() for hit in hits]}
 
     @app.post("/search_batch")

@@ -292,13 +292,13 @@ Search agent fine-tuned with this recipe's SFT stage (TRL SFTTrainer, loss on as
 
 
 def rows_text(stats: dict) -> str:
-    """What the training rows are, for the model card."""
-    misses = (f", of them {stats['missed_evidence']} missed-evidence rows (a search's fact hidden, the search again "
-              "trained)") if stats.get("missed_evidence") else ""
+    """What the training rows are, for the model card: missed-evidence rows are not trajectories."""
+    misses = stats.get("missed_evidence", 0)
+    extra = f", {misses} missed-evidence rows (a search's fact hidden, the search again trained)" if misses else ""
     if "first_turns" not in stats:
-        return f"{stats['used']} trajectories{misses}"
-    return (f"{stats['used']} rows: {stats['trajectories']} trajectories{misses} and {stats['first_turns']} of their "
-            "first turns alone (first_turns)")
+        return f"{stats['used'] - misses} trajectories{extra}"
+    return (f"{stats['used']} rows: {stats['trajectories'] - misses} trajectories{extra} and {stats['first_turns']} "
+            "of their first turns alone (first_turns)")
 
 
 def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:

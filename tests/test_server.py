@@ -30,6 +30,10 @@ def test_client_matches_in_process(served):
     assert client.open("ada", 2) == store.open("ada", 2)
     assert client.find("ada", "born") == store.find("ada", "born")
     assert client.info()["docs"] == 5
+    first = store.search("Kestrel shipping company", 3)[0].doc_id
+    hidden = client.search("Kestrel shipping company", 3, exclude={first})
+    assert first not in [hit.doc_id for hit in hidden]
+    assert hidden == store.search("Kestrel shipping company", 3, exclude={first})
 
 
 @pytest.mark.parametrize("call, status, message", [

@@ -579,3 +579,12 @@ def test_a_missed_evidence_row_trains_only_its_search_again(tmp_path, tokenizer,
                                             sft_args(tmp_path, data, "--first_turns", "true"))
     _, stats, _ = make_dataset(script, args, model_args.model_name_or_path)
     assert (stats["used"], stats["first_turns"], stats["missed_evidence"]) == (3, 1, 1)
+
+
+def test_the_model_card_does_not_count_missed_evidence_rows_as_trajectories():
+    from sft.train import rows_text
+
+    assert rows_text({"used": 10}) == "10 trajectories"
+    assert rows_text({"used": 10, "missed_evidence": 3}).startswith("7 trajectories, 3 missed-evidence rows")
+    first_turns = rows_text({"used": 17, "trajectories": 10, "missed_evidence": 3, "first_turns": 7})
+    assert first_turns.startswith("17 rows: 7 trajectories, 3 missed-evidence rows") and "7 of their first turns" in first_turns
