@@ -389,6 +389,8 @@ def update_readme(readme: Path, tables: list[Table], figures: list[Path]) -> Non
     pictures.mkdir(parents=True, exist_ok=True)
     for figure in figures:
         shutil.copyfile(figure, pictures / figure.name)
+    for stale in set(pictures.glob("*.png")) - {pictures / figure.name for figure in figures}:
+        stale.unlink()  # a plot of a run no longer in runs/ would otherwise sit beside the tables that dropped it
     body = [table.markdown() for table in tables
             if table.name in ("main", "ablation", "paired", "by_hops", "by_pool_hops", "retrieval", "timing")]
     body += [f"![{figure.stem}](docs/results/{figure.name})\n" for figure in figures]

@@ -387,7 +387,14 @@ def test_readme_section_and_timing(fixture_runs, tmp_path):
     assert ["eval rl", "m/rl/eval", "60", "0.41"] in timing.rows and ["eval sft", "m/sft/eval", "0", "-"] in timing.rows
     readme = tmp_path / "README.md"
     readme.write_text(f"# Title\n\nintro\n{BEGIN}\nold numbers\n{END}\n\n## After\n")
-    update_readme(readme, tables, [])
+    (tmp_path / "docs" / "results" / "old_tools").mkdir(parents=True)
+    kept, gone = tmp_path / "docs" / "results" / "old_tools" / "kept.png", tmp_path / "docs" / "results" / "gone_rl.png"
+    kept.write_bytes(b"png")
+    gone.write_bytes(b"png")
+    plot = tmp_path / "em_by_hops.png"
+    plot.write_bytes(b"new")
+    update_readme(readme, tables, [plot])
+    assert kept.exists() and not gone.exists() and (tmp_path / "docs" / "results" / plot.name).read_bytes() == b"new"
     text = readme.read_text()
     assert "old numbers" not in text and "### Main results" in text and text.endswith(f"{END}\n\n## After\n")
     readme.write_text("# no markers\n")
