@@ -38,11 +38,8 @@ class Hiding:
             return self.retriever.search(query, k, method)
         return self.retriever.search(query, k, method, exclude=self.docs)
 
-    def open(self, doc_id: str, page: int = 1) -> str:
-        return self.retriever.open(doc_id, page)
-
-    def find(self, doc_id: str, text: str) -> list[str]:
-        return self.retriever.find(doc_id, text)
+    def __getattr__(self, name: str):  # open, find and the rest: the wrapped retriever's own
+        return getattr(self.retriever, name)
 
 
 def missed_evidence_row(oracle, record: dict, snippet_reads: list[dict], rng: random.Random) -> dict | None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections.abc import Collection
 from pathlib import Path
-from typing import Callable, Collection, NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
