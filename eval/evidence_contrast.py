@@ -32,23 +32,17 @@ from tqdm import tqdm
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json
 from eval.stop_decisions import check_turn_starts_at_prompt, probe_parser, teacher_forcing_setup
-from sft.data import read_trajectories
+from sft.data import read_trajectories, shown_rows
 
 
 def pairs(rows: list[dict]) -> list[dict]:
     """{id, shown, hidden, go_on, again} per missed-evidence row whose trajectory is in `rows`:
     the two contexts (up to and including the differing output) and the two turns."""
     by_id = {row["id"]: row for row in rows}
-    out = []
-    for row in rows:
-        original = by_id.get(row.get("miss_of"))
-        if original is None:
-            continue
-        cut = len(row["messages"]) - 1  # the row's last turn follows the hidden output
-        out.append({"id": row["id"], "hops": row.get("hops"), "type": row.get("type"),
-                    "shown": original["messages"][:cut], "hidden": row["messages"][:cut],
-                    "go_on": original["messages"][cut], "again": row["messages"][cut]})
-    return out
+    return [{"id": miss["id"], "hops": miss.get("hops"), "type": miss.get("type"),
+             "shown": shown["messages"][:-1], "hidden": miss["messages"][:-1],
+             "go_on": shown["messages"][-1], "again": miss["messages"][-1]}
+            for shown in shown_rows(rows) for miss in [by_id[shown["pair_of"]]]]
 
 
 def rendered(tokenizer, tools, template: str, context: list[dict], turn: dict) -> tuple[list[int], list[int]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from itertools import groupby
 from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 from agent.chat import training_template
@@ -101,45 +102,94 @@ def _unmark_untrained(mask: list[int], messages: list[dict]) -> list[int]:
     return mask
 
 
+PROBE_TEXTS = ("Alpha", "Bravo", "Charlie")
+
+
+def _probe_rendering(tokenizer, template: str) -> tuple[list[int], list[list[int]]] | None:
+    """A question and two tool outputs with three assistant turns, rendered: (ids, the labelled run of
+    each turn), or None where the template does not mark three runs. The outputs end differently
+    (a full stop, a bracket) so that what the turns after them share is the template's own text."""
+    call = [{"type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}]
+    messages = [{"role": "user", "content": "Question?"},
+                {"role": "assistant", "content": PROBE_TEXTS[0], "tool_calls": call},
+                {"role": "tool", "name": "search", "content": "[d1] River: founded in 1950."},
+                {"role": "assistant", "content": PROBE_TEXTS[1], "tool_calls": call},
+                {"role": "tool", "name": "search", "content": "[d2] Stone (town)"},
+                {"role": "assistant", "content": PROBE_TEXTS[2]}]
+    out = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=True, return_dict=True,
+                                        return_assistant_tokens_mask=True)
+    ids, mask = list(out["input_ids"]), list(out["assistant_masks"])
+    runs = [list(run) for marked, run in groupby(range(len(mask)), key=lambda i: bool(mask[i])) if marked]
+    return (ids, runs) if len(runs) == 3 else None
+
+
 def content_offset(tokenizer, template: str) -> int | None:
     """How many labelled tokens the template puts before the text of an assistant turn that follows a
     tool output (ChatML's training template labels the newline after `assistant`), so that
     decision_positions lands on the turn's first own token. Measured on a rendered conversation;
     None where the template prefixes such turns differently from one another: no token is then
     weighted or logged rather than the wrong one."""
-    call = [{"type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}]
-    texts = ["Alpha", "Bravo", "Charlie"]
-    messages = [{"role": "user", "content": "Question?"},
-                {"role": "assistant", "content": texts[0], "tool_calls": call}, {"role": "tool", "name": "search", "content": "r"},
-                {"role": "assistant", "content": texts[1], "tool_calls": call}, {"role": "tool", "name": "search", "content": "r"},
-                {"role": "assistant", "content": texts[2]}]
-    out = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=True, return_dict=True,
-                                        return_assistant_tokens_mask=True)
-    ids, mask = list(out["input_ids"]), list(out["assistant_masks"])
-    runs = [next(run) for marked, run in groupby(range(len(mask)), key=lambda i: bool(mask[i])) if marked]
-    if len(runs) != 3:
+    rendering = _probe_rendering(tokenizer, template)
+    if rendering is None:
         return None
+    ids, runs = rendering
     offsets = set()
-    for start, text in zip(runs[1:], texts[1:]):
+    for run, text in zip(runs[1:], PROBE_TEXTS[1:]):
         # the first token that is a piece of the turn's own text, not of the template around it
-        first = next((i for i in range(start, len(ids))
+        first = next((i for i in range(run[0], len(ids))
                       if tokenizer.decode([ids[i]]).strip() and text.startswith(tokenizer.decode([ids[i]]).strip())), None)
-        offsets.add(None if first is None else first - start)
+        offsets.add(None if first is None else first - run[0])
     return offsets.pop() if len(offsets) == 1 else None
 
 
-def decision_positions(labels, offset: int):
+def tool_gap(tokenizer, template: str) -> list[int] | None:
+    """The token ids the template puts between a tool output's content and the next assistant turn's
+    labelled tokens (ChatML: `</tool_response><|im_end|>\n<|im_start|>assistant`), which tell a turn
+    after a tool output from the turn after the question. Measured as what the two post-tool turns
+    of a rendered conversation share before them and the first turn does not; None where there is
+    no such marker."""
+    rendering = _probe_rendering(tokenizer, template)
+    if rendering is None:
+        return None
+    ids, runs = rendering
+    before = [ids[:run[0]] for run in runs]
+    shared = 0
+    while shared < min(map(len, before[1:])) and before[1][-1 - shared] == before[2][-1 - shared]:
+        shared += 1
+    gap = before[1][len(before[1]) - shared:]
+    if not gap or before[0][-len(gap):] == gap:
+        return None
+    return gap
+
+
+class DecisionMarker(NamedTuple):
+    """Where a decision token sits: `offset` labelled template tokens into a turn that follows `gap`."""
+    offset: int
+    gap: list[int]
+
+
+def decision_marker(tokenizer, template: str) -> DecisionMarker | None:
+    """The marker decision_positions needs, or None where this template hides either part."""
+    offset, gap = content_offset(tokenizer, template), tool_gap(tokenizer, template)
+    return None if offset is None or gap is None else DecisionMarker(offset, gap)
+
+
+def decision_positions(labels, input_ids, marker: DecisionMarker):
     """Boolean mask (shape of the (batch, length) labels tensor) of the first generated token of every
-    assistant turn but each row's first: the token after a tool output that decides between answering
-    and calling again. Turns are runs of labels != -100 (the first follows the question, not a tool
-    output); `offset` (content_offset) skips the template's own labelled tokens at a turn's start."""
+    trained assistant turn that follows a tool output: the token that decides between answering and
+    calling again. Turns are runs of labels != -100; a turn follows a tool output where the ids
+    (aligned with labels) before its run are the template's `gap` (tool_gap), so the turn after the
+    question never counts and a row whose only trained turn follows an output (a missed-evidence row,
+    or its shown side) does; `offset` (content_offset) skips the template's own labelled tokens."""
     import torch
 
     labelled = labels != -100
     previous = torch.nn.functional.pad(labelled[:, :-1], (1, 0), value=False)
     starts = labelled & ~previous
-    starts &= starts.long().cumsum(dim=1) > 1
-    return torch.nn.functional.pad(starts, (offset, 0), value=False)[:, :labels.shape[1]]
+    width = len(marker.gap)
+    windows = torch.nn.functional.pad(input_ids, (width, 0), value=-1).unfold(1, width, 1)  # [:, j]: ids[j-width:j]
+    starts &= (windows[:, :labels.shape[1]] == torch.tensor(marker.gap, device=input_ids.device)).all(dim=-1)
+    return torch.nn.functional.pad(starts, (marker.offset, 0), value=False)[:, :labels.shape[1]]
 
 
 def tokenize_all(tokenizer, trajectories: list[dict], tools: list, max_length: int) -> TokenizedSet:
@@ -181,13 +231,48 @@ def first_turn_rows(rows: list[dict]) -> list[dict]:
     return firsts
 
 
+def shown_rows(rows: list[dict]) -> list[dict]:
+    """For each missed-evidence row (data/trajectory_misses.py) whose trajectory is in `rows`, the
+    other side of its pair: the trajectory up to the same search's output, which shows the fact,
+    then the oracle's next turn (moving on or answering), only that turn trained. With the row it
+    is a pair that differs in one output and in the one turn after it (eval.evidence_contrast reads
+    the same pairs); `pair_of` groups it with the row so both are drawn in one step."""
+    by_id = {row.get("id"): row for row in rows}
+    out = []
+    for row in rows:
+        original = by_id.get(row.get("miss_of"))
+        if original is None:
+            continue
+        cut = len(row["messages"]) - 1  # the row's last turn follows the hidden output
+        context = [{**m, "train": False} if m["role"] == "assistant" else m for m in original["messages"][:cut]]
+        turn = {k: v for k, v in original["messages"][cut].items() if k != "train"}
+        out.append({"id": f"{row['id']}-shown", "pair_of": row["id"], "question_id": row.get("question_id"),
+                    "messages": context + [turn], "origin": "oracle_shown"})
+    return out
+
+
+def evidence_pair_rows(rows: list[dict], mode: str) -> list[dict]:
+    """The SFT rows for `evidence_pairs`: off (the rows as read), add (each missed-evidence row's
+    shown side added) or only (the pairs alone: missed-evidence rows and their shown sides)."""
+    if mode == "off":
+        return rows
+    shown = shown_rows(rows)
+    if not shown:
+        raise UserError("evidence_pairs needs missed-evidence rows with their trajectories in the same set; build them "
+                        "with `python -m data.trajectories ... --p-miss P` (make data P_MISS=P) or set evidence_pairs: off")
+    if mode == "only":
+        return [row for row in rows if row.get("miss_of")] + shown
+    return rows + shown
+
+
 def twin_groups(rows: list[dict]) -> list[int] | None:
-    """A group number per row, shared by a trajectory and its contrastive twins (`twin_of`,
-    data/trajectory_twins.py); None when the rows have no twins."""
-    if not any(row.get("twin_of") for row in rows):
+    """A group number per row, shared by rows drawn in one step: a trajectory and its contrastive
+    twins (`twin_of`, data/trajectory_twins.py), a missed-evidence row and its shown side
+    (`pair_of`, shown_rows); None when the rows hold neither."""
+    if not any(row.get("twin_of") or row.get("pair_of") for row in rows):
         return None
     numbers: dict[str, int] = {}
-    return [numbers.setdefault(row.get("twin_of") or row.get("id") or f"row {i}", len(numbers))
+    return [numbers.setdefault(row.get("twin_of") or row.get("pair_of") or row.get("id") or f"row {i}", len(numbers))
             for i, row in enumerate(rows)]
 
 

@@ -23,7 +23,7 @@ from common.hardware import CpuShare, on_gpu
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_training_recipe
 
-from sft.data import first_turn_rows, read_trajectories, stale_warning, tokenize_all, twin_groups
+from sft.data import evidence_pair_rows, first_turn_rows, read_trajectories, stale_warning, tokenize_all, twin_groups
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,10 @@ class SFTScriptArguments:
         "help": "also train on each trajectory's first assistant turn alone (question, first thought and call): "
                 "one more example of reading the question for ~80 tokens past the shared prompt, against ~500 "
                 "for a whole trajectory (sft/data.py first_turn_rows)"})
+    evidence_pairs: str = field(default="off", metadata={
+        "help": "off; add: each missed-evidence row (make data P_MISS=P) gets its other side, the trajectory up to "
+                "the same search's output showing the fact and the oracle's next turn, drawn in one step with it; "
+                "only: train on those pairs alone (a drill from an SFT checkpoint). sft/data.py shown_rows"})
     cpu_bf16: str = field(default="auto", metadata={
         "help": "auto: on a CPU train in fp32 even with bf16 set unless a matmul probe finds bf16 faster "
                 "(common/hardware.py; emulated bf16 is ~24x slower); always: keep bf16"})
@@ -58,7 +62,7 @@ def build_trainer(script, training_args, model_args, train_set, groups: list[int
 
     from agent.chat import prepare_tokenizer, training_template
     from agent.models import load_model
-    from sft.data import content_offset
+    from sft.data import decision_marker
 
     model, tokenizer = load_model(model_args.model_name_or_path, dtype=model_args.dtype or "float32")
     if script.compile_layers:
@@ -74,12 +78,12 @@ def build_trainer(script, training_args, model_args, train_set, groups: list[int
         raise UserError("share_prompt_prefix needs gradient_checkpointing: false (checkpointed layers keep no KV cache "
                         "to share the prompt through); set one of the two to false in the recipe")
     if script.loss_positions_only:
-        offset = content_offset(tokenizer, training_template(tokenizer))
-        if offset is None and script.decision_loss_weight != 1.0:
+        marker = decision_marker(tokenizer, training_template(tokenizer))
+        if marker is None and script.decision_loss_weight != 1.0:
             raise UserError("decision_loss_weight: the first token of a turn after a tool output cannot be located in "
                             "this chat template (its turns are not one labelled span each, or start differently); "
                             "set decision_loss_weight: 1")
-        trainer_class = loss_positions_trainer(script.decision_loss_weight, offset, script.share_prompt_prefix)
+        trainer_class = loss_positions_trainer(script.decision_loss_weight, marker, script.share_prompt_prefix)
     elif script.decision_loss_weight != 1.0 or script.share_prompt_prefix:
         raise UserError("decision_loss_weight and share_prompt_prefix need loss_positions_only: true "
                         "(the loss that uses them lives there)")
@@ -174,9 +178,9 @@ def compile_decoder_layers(model) -> None:
                 part.compile(dynamic=True)
 
 
-def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = None, share_prefix: bool = False):
+def loss_positions_trainer(decision_weight: float = 1.0, marker=None, share_prefix: bool = False):
     """SFTTrainer subclass, built on call so that importing this module does not import TRL.
-    With the decision tokens located (`offset`, sft.data.content_offset), the log carries their own
+    With the decision tokens located (`marker`, sft.data.decision_marker), the log carries their own
     loss (`decision_loss`: answer now or call again, a couple of tokens per trajectory that the
     average over ~160 trained tokens hides), and decision_weight scales their share of the loss."""
     import torch
@@ -203,8 +207,8 @@ def loss_positions_trainer(decision_weight: float = 1.0, offset: int | None = No
                 keep = labels != -100
                 logits = model.get_output_embeddings()(hidden[keep])
             per_token = F.cross_entropy(logits.float(), labels[keep], reduction="none")
-            if offset is not None:
-                decisions = decision_positions(labels, offset)[keep]
+            if marker is not None:
+                decisions = decision_positions(labels, inputs["input_ids"][:, 1:], marker)[keep]
                 if model.training:  # summed as tensors: read (one sync) only when logged
                     self._decision_loss = [self._decision_loss[0] + per_token.detach()[decisions].sum().cpu(),
                                            self._decision_loss[1] + decisions.sum().cpu()]
@@ -236,8 +240,8 @@ def make_dataset(script, training_args, tokenizer_source: str):
 
     rows = read_trajectories(script.trajectories)[: script.max_examples]
     whole = len(rows)
-    if script.first_turns:
-        rows += first_turn_rows(rows)
+    firsts = first_turn_rows(rows) if script.first_turns else []
+    rows = evidence_pair_rows(rows + firsts, script.evidence_pairs)
     warning = stale_warning(script.trajectories)
     if warning:
         log.warning(warning)
@@ -246,11 +250,13 @@ def make_dataset(script, training_args, tokenizer_source: str):
     dataset = Dataset.from_dict({"input_ids": tokens.input_ids, "labels": tokens.labels})
     groups = twin_groups([rows[i] for i in tokens.kept])
     misses = sum(bool(rows[i].get("miss_of")) for i in tokens.kept)  # data/trajectory_misses.py
-    stats = {"trajectories": whole, **({"first_turns": len(rows) - whole} if script.first_turns else {}),
+    twins = sum(bool(rows[i].get("twin_of")) for i in tokens.kept)
+    stats = {"trajectories": whole, **({"first_turns": len(firsts)} if script.first_turns else {}),
              "used": len(tokens.input_ids), "dropped_too_long": tokens.dropped_too_long,
              "tokens": tokens.total_tokens, "loss_tokens": tokens.loss_tokens,
-             **({"twins": sum(bool(rows[i].get("twin_of")) for i in tokens.kept)} if groups else {}),
-             **({"missed_evidence": misses} if misses else {})}
+             **({"twins": twins} if twins else {}),
+             **({"missed_evidence": misses} if misses else {}),
+             **({"shown_sides": sum(bool(rows[i].get("pair_of")) for i in tokens.kept)} if script.evidence_pairs != "off" else {})}
     return dataset, stats, groups
 
 
@@ -293,12 +299,14 @@ Search agent fine-tuned with this recipe's SFT stage (TRL SFTTrainer, loss on as
 
 def rows_text(stats: dict) -> str:
     """What the training rows are, for the model card: missed-evidence rows are not trajectories."""
-    misses = stats.get("missed_evidence", 0)
+    misses, shown = stats.get("missed_evidence", 0), stats.get("shown_sides", 0)
     extra = f", {misses} missed-evidence rows (a search's fact hidden, the search again trained)" if misses else ""
+    if shown:
+        extra += f", {shown} shown sides of them (the fact shown, the oracle's next turn trained)"
+    whole = stats["used"] - misses - shown - stats.get("first_turns", 0)
     if "first_turns" not in stats:
-        return f"{stats['used'] - misses} trajectories{extra}"
-    return (f"{stats['used']} rows: {stats['trajectories'] - misses} trajectories{extra} and {stats['first_turns']} "
-            "of their first turns alone (first_turns)")
+        return f"{whole} trajectories{extra}"
+    return f"{stats['used']} rows: {whole} trajectories{extra} and {stats['first_turns']} of their first turns alone (first_turns)"
 
 
 def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:
@@ -325,7 +333,7 @@ NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_token
 def script_settings(script) -> dict:
     """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
     the bf16 actually used is in the training arguments, so it is left out; decision_loss_weight
-    share_prompt_prefix and first_turns only where they are set, so runs made before the keys existed
+    share_prompt_prefix, first_turns and evidence_pairs only where they are set, so runs made before the keys existed
     keep their fingerprint."""
     settings = {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
     if settings["decision_loss_weight"] == 1.0:
@@ -333,6 +341,8 @@ def script_settings(script) -> dict:
     for key in ("share_prompt_prefix", "first_turns"):
         if not settings[key]:
             del settings[key]
+    if settings["evidence_pairs"] == "off":
+        del settings["evidence_pairs"]
     return settings
 
 
@@ -356,6 +366,10 @@ def main(argv=None) -> None:
     if done:
         print(f"{out / 'final'} is already trained with this recipe ({done['global_step']} steps); nothing to do")
         return
+    if script.evidence_pairs not in ("off", "add", "only"):
+        raise UserError(f"evidence_pairs must be off, add or only, got {script.evidence_pairs!r}")
+    if script.evidence_pairs == "only" and script.first_turns:
+        raise UserError("evidence_pairs: only trains on the pairs alone, so first_turns would be dropped; set one of the two off")
     if script.decision_loss_weight <= 0:
         raise UserError(f"decision_loss_weight must be > 0 (1 is plain SFT), got {script.decision_loss_weight}")
     dataset, stats, groups = make_dataset(script, training_args, model_args.model_name_or_path)

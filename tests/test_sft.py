@@ -90,19 +90,19 @@ def test_decision_tokens_are_the_first_tokens_after_each_tool_output(tokenizer, 
     """The weighted tokens open each assistant turn that follows a tool output, never the first turn."""
     import torch
 
-    from sft.data import content_offset, decision_positions
+    from sft.data import content_offset, decision_marker, decision_positions
 
     tok = template_variant(tokenizer, template)
     messages = trajectory(SearchTools(store))
     ids, labels = tokenize_trajectory(tok, messages, TOOLS, training_template(tok))
-    offset = content_offset(tok, training_template(tok))
-    found = decision_positions(torch.tensor([labels, labels]), offset)
+    found = decision_positions(torch.tensor([labels, labels]), torch.tensor([ids, ids]), decision_marker(tok, training_template(tok)))
     assert found[0].tolist() == found[1].tolist()
     decided = [tok.decode([ids[i]]) for i in found[0].nonzero().flatten().tolist()]
     after_tools = [m["content"] for prev, m in zip(messages, messages[1:]) if prev["role"] == "tool"]
     assert len(decided) == len(after_tools) == 2
     for token, content in zip(decided, after_tools):
         assert token.strip() and content.startswith(token.strip()), (token, content)
+    assert "tool_response" in tok.decode(decision_marker(tok, training_template(tok)).gap)
     if template == "compact":  # its inference variant has no generation markers: nothing located, nothing weighted
         assert content_offset(tok, tok.chat_template) is None
 
@@ -113,19 +113,22 @@ def test_decision_positions_in_a_padded_batch(tokenizer, store):  # noqa: F811
     import torch
 
     from agent.chat import prepare_tokenizer
-    from sft.data import content_offset, decision_positions
+    from sft.data import decision_marker, decision_positions
 
     tok = prepare_tokenizer(type(tokenizer).from_pretrained(tokenizer.name_or_path))
     full = trajectory(SearchTools(store))
     refusal = {"role": "tool", "name": "open", "content": "Error: you already called open with these arguments"}
     repeat = full[:6] + [{**full[4], "train": False}, refusal] + full[6:]
     no_tools = full[:2] + [{"role": "assistant", "content": "<answer>Ada Voss</answer>"}]
-    rows = [tokenize_trajectory(tok, m, TOOLS, training_template(tok))[1] for m in (full, no_tools, repeat)]
-    width = max(map(len, rows))
-    labels = torch.tensor([row + [-100] * (width - len(row)) for row in rows])
-    found = decision_positions(labels, content_offset(tok, training_template(tok)))
-    decided = [[tok.decode([labels[r, i].item()]).strip() for i in found[r].nonzero().flatten().tolist()] for r in range(3)]
-    assert decided == [["The", "<"], [], ["The", "<"]]  # the repeat itself is not a target, nor the question's turn
+    one_turn = full[:2] + [{**full[2], "train": False}] + full[3:5]  # a missed-evidence row's shape
+    rendered = [tokenize_trajectory(tok, m, TOOLS, training_template(tok)) for m in (full, no_tools, repeat, one_turn)]
+    width = max(len(ids) for ids, _ in rendered)
+    labels = torch.tensor([row + [-100] * (width - len(row)) for _, row in rendered])
+    ids = torch.tensor([row + [tok.pad_token_id] * (width - len(row)) for row, _ in rendered])
+    found = decision_positions(labels, ids, decision_marker(tok, training_template(tok)))
+    decided = [[tok.decode([labels[r, i].item()]).strip() for i in found[r].nonzero().flatten().tolist()] for r in range(4)]
+    # the repeat itself is not a target, nor the question's turn; a row's only trained turn is, after an output
+    assert decided == [["The", "<"], [], ["The", "<"], ["The"]]
 
 
 def test_decision_weight_adds_only_the_decision_tokens_loss(tmp_path, store, tiny):  # noqa: F811
@@ -133,7 +136,7 @@ def test_decision_weight_adds_only_the_decision_tokens_loss(tmp_path, store, tin
     from datasets import Dataset
     from trl import SFTConfig
 
-    from sft.data import content_offset, decision_positions, tokenize_all
+    from sft.data import decision_marker, decision_positions, tokenize_all
     from sft.train import loss_positions_trainer
 
     model, tok = tiny
@@ -141,10 +144,10 @@ def test_decision_weight_adds_only_the_decision_tokens_loss(tmp_path, store, tin
     data = tokenize_all(tok, [{"messages": trajectory(SearchTools(store))}] * 2, TOOLS, 4096)
     dataset = Dataset.from_dict({"input_ids": data.input_ids, "labels": data.labels})
     args = SFTConfig(output_dir=str(tmp_path / "x"), use_cpu=True, report_to="none", per_device_train_batch_size=2)
-    offset = content_offset(tok, training_template(tok))
+    marker = decision_marker(tok, training_template(tok))
     losses = {}
     for weight in (1.0, 3.0):
-        trainer = loss_positions_trainer(weight, offset)(model=model, args=args, train_dataset=dataset, processing_class=tok)
+        trainer = loss_positions_trainer(weight, marker)(model=model, args=args, train_dataset=dataset, processing_class=tok)
         batch = trainer.data_collator([dataset[0], dataset[1]])
         with torch.no_grad():
             losses[weight] = trainer.compute_loss(model, dict(batch))
@@ -152,7 +155,7 @@ def test_decision_weight_adds_only_the_decision_tokens_loss(tmp_path, store, tin
     with torch.no_grad():
         logits = model(input_ids=batch["input_ids"]).logits[:, :-1]
     per_token = torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), labels, reduction="none", ignore_index=-100)
-    extra = 2.0 * per_token[decision_positions(labels, offset)].sum() / (labels != -100).sum()
+    extra = 2.0 * per_token[decision_positions(labels, batch["input_ids"][:, 1:], marker)].sum() / (labels != -100).sum()
     assert extra > 0
     assert torch.allclose(losses[3.0] - losses[1.0], extra, rtol=1e-3), (losses, extra)
 
@@ -581,6 +584,45 @@ def test_a_missed_evidence_row_trains_only_its_search_again(tmp_path, tokenizer,
     assert (stats["used"], stats["first_turns"], stats["missed_evidence"]) == (3, 1, 1)
 
 
+def test_evidence_pairs_train_each_side_of_a_pair_on_its_one_turn_in_one_step(tmp_path, tokenizer, store):  # noqa: F811
+    """evidence_pairs (sft/data.py shown_rows): a missed-evidence row's other side is its trajectory up
+    to the same output, which shows the fact, and the oracle's next turn, only that turn trained; the
+    two differ in that output and that turn alone, and share a draw group. `only` keeps the pairs."""
+    from common.recipe import parse_recipe
+    from sft.data import evidence_pair_rows, shown_rows, twin_groups
+    from sft.train import SFTScriptArguments, make_dataset
+    from trl import ModelConfig, SFTConfig
+
+    whole = trajectory(SearchTools(store))
+    again = {"role": "assistant", "content": "None of the results is about Kestrel; I'll try other words.",
+             "tool_calls": [{"type": "function", "function": {"name": "search", "arguments": {"query": "Kestrel"}}}]}
+    hidden = {"role": "tool", "name": "search", "content": "[other-doc] Other: nothing about it."}
+    miss = {"id": "a-miss", "miss_of": "a", "messages": whole[:2] + [{**whole[2], "train": False}, hidden, again]}
+    rows = [{"id": "a", "messages": whole}, {"id": "b", "messages": whole}, miss]
+    (shown,) = shown_rows(rows)
+    assert shown["pair_of"] == "a-miss" and len(shown["messages"]) == len(miss["messages"])
+    assert shown["messages"][-2] == whole[3] and shown["messages"][-1] == whole[4] != again
+    differ = [i for i, (a, b) in enumerate(zip(shown["messages"], miss["messages"])) if a != b]
+    assert differ == [3, 4]
+    _, labels = tokenize_trajectory(tokenizer, shown["messages"], TOOLS, training_template(tokenizer))
+    assert tokenizer.decode([t for t in labels if t != -100]).strip().startswith(whole[4]["content"][:20])
+    assert "I need the company" not in tokenizer.decode([t for t in labels if t != -100])
+    groups = twin_groups(evidence_pair_rows(rows, "add"))
+    assert groups[2] == groups[3] and len(set(groups)) == 3
+    assert [r["id"] for r in evidence_pair_rows(rows, "only")] == ["a-miss", "a-miss-shown"]
+    assert evidence_pair_rows(rows, "off") is rows and twin_groups(rows) is None
+    with pytest.raises(UserError, match="P_MISS"):
+        evidence_pair_rows(rows[:2], "add")
+
+    data = tmp_path / "t.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for mode, used in (("add", 4), ("only", 2)):
+        script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig),
+                                                sft_args(tmp_path, data, "--evidence_pairs", mode))
+        _, stats, groups = make_dataset(script, args, model_args.model_name_or_path)
+        assert (stats["used"], stats["shown_sides"], len(set(groups))) == (used, 1, used - 1)
+
+
 def test_the_model_card_does_not_count_missed_evidence_rows_as_trajectories():
     from sft.train import rows_text
 
@@ -588,3 +630,5 @@ def test_the_model_card_does_not_count_missed_evidence_rows_as_trajectories():
     assert rows_text({"used": 10, "missed_evidence": 3}).startswith("7 trajectories, 3 missed-evidence rows")
     first_turns = rows_text({"used": 17, "trajectories": 10, "missed_evidence": 3, "first_turns": 7})
     assert first_turns.startswith("17 rows: 7 trajectories, 3 missed-evidence rows") and "7 of their first turns" in first_turns
+    assert rows_text({"used": 13, "missed_evidence": 3, "shown_sides": 3}).startswith(
+        "7 trajectories, 3 missed-evidence rows") and "3 shown sides" in rows_text({"used": 6, "missed_evidence": 3, "shown_sides": 3})
