@@ -260,8 +260,9 @@ def evidence_pair_rows(rows: list[dict], mode: str) -> list[dict]:
     if not shown:
         raise UserError("evidence_pairs needs missed-evidence rows with their trajectories in the same set; build them "
                         "with `python -m data.trajectories ... --p-miss P` (make data P_MISS=P) or set evidence_pairs: off")
-    if mode == "only":
-        return [row for row in rows if row.get("miss_of")] + shown
+    if mode == "only":  # a missed-evidence row whose trajectory is not in the set has no pair: left out
+        paired = {row["pair_of"] for row in shown}
+        return [row for row in rows if row.get("id") in paired] + shown
     return rows + shown
 
 

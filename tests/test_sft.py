@@ -609,7 +609,8 @@ def test_evidence_pairs_train_each_side_of_a_pair_on_its_one_turn_in_one_step(tm
     assert "I need the company" not in tokenizer.decode([t for t in labels if t != -100])
     groups = twin_groups(evidence_pair_rows(rows, "add"))
     assert groups[2] == groups[3] and len(set(groups)) == 3
-    assert [r["id"] for r in evidence_pair_rows(rows, "only")] == ["a-miss", "a-miss-shown"]
+    orphan = {**miss, "id": "c-miss", "miss_of": "c"}  # its trajectory is not in the set: no pair
+    assert [r["id"] for r in evidence_pair_rows(rows + [orphan], "only")] == ["a-miss", "a-miss-shown"]
     assert evidence_pair_rows(rows, "off") is rows and twin_groups(rows) is None
     with pytest.raises(UserError, match="P_MISS"):
         evidence_pair_rows(rows[:2], "add")
