@@ -231,6 +231,11 @@ def first_turn_rows(rows: list[dict]) -> list[dict]:
     return firsts
 
 
+def as_context(messages: list[dict]) -> list[dict]:
+    """The messages with every assistant turn marked "train": false: context the model reads, never a target."""
+    return [{**m, "train": False} if m["role"] == "assistant" else m for m in messages]
+
+
 def shown_rows(rows: list[dict]) -> list[dict]:
     """For each missed-evidence row (data/trajectory_misses.py) whose trajectory is in `rows`, the
     other side of its pair: the trajectory up to the same search's output, which shows the fact,
@@ -244,7 +249,7 @@ def shown_rows(rows: list[dict]) -> list[dict]:
         if original is None:
             continue
         cut = len(row["messages"]) - 1  # the row's last turn follows the hidden output
-        context = [{**m, "train": False} if m["role"] == "assistant" else m for m in original["messages"][:cut]]
+        context = as_context(original["messages"][:cut])
         turn = {k: v for k, v in original["messages"][cut].items() if k != "train"}
         out.append({"id": f"{row['id']}-shown", "pair_of": row["id"], "question_id": row.get("question_id"),
                     "messages": context + [turn], "origin": "oracle_shown"})
