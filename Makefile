@@ -94,12 +94,14 @@ eval: data
 	$(PY) -m data.realsets --dataset hotpotqa_dev500 --retrievers bm25
 	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen --baselines "")
 
-# markdown / CSV / LaTeX tables and plots in runs/tables/ from every result under runs/, with the RL seeds
-# evaluated beside the default run (make rl eval RL_SEED=1) pooled
+# markdown / CSV / LaTeX tables and plots in runs/tables/ and the README from the recipes' own runs (runs/<recipe>/
+# and its RL seeds, make rl eval RL_SEED=1, pooled with the default run). An experiment's run beside them joins
+# only when named, so a probe run cannot pass for a recipe stage: make tables TABLE_RUNS="smollm2-135m smollm2-135m-x"
+TABLE_RUNS ?= $(patsubst recipes/%/sft.yaml,%,$(wildcard recipes/*/sft.yaml)) $(notdir $(wildcard runs/*-rlseed*))
 SEED_RUNS = $(if $(wildcard runs/$(MODEL)/rl/eval/*/metrics.json),$(sort $(foreach result,\
 	$(wildcard runs/$(MODEL)-rlseed*/rl/eval/*/metrics.json),$(word 2,$(subst /, ,$(result))))))
 tables: setup
-	$(PY) -m eval.tables --readme README.md $(if $(SEED_RUNS),--pool $(MODEL) $(SEED_RUNS))
+	$(PY) -m eval.tables --readme README.md --only $(TABLE_RUNS) $(if $(SEED_RUNS),--pool $(MODEL) $(SEED_RUNS))
 
 # oracle searches of dev questions (never test) that the probes below read: 1-2-hop questions in the
 # training phrasings and reworded 2-hop ones, the oracle answering as soon as the fact is shown

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eval.results import STAGE_LABELS, Result, grouped, pooled, pooled_breakdown
+from eval.results import STAGE_LABELS, Result, grouped, pooled, pooled_breakdown, selected
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -91,13 +91,13 @@ def plot_em_by_hops(results: list[Result], path: Path) -> bool:
     return _save(plt, fig, path)
 
 
-def training_curves(runs: Path) -> list[tuple[str, str, list[tuple[float, float]]]]:
-    """(panel title, line label, points) for every SFT loss and RL health signal found under runs/."""
+def training_curves(runs: Path, only: set[str] | None = None) -> list[tuple[str, str, list[tuple[float, float]]]]:
+    """(panel title, line label, points) for every SFT loss and RL health signal under runs/ (of the runs in `only`)."""
     curves = []
-    for summary in sorted(runs.glob("*/sft/train_summary.json")):
+    for summary in selected(runs, "*/sft/train_summary.json", only):
         history = json.loads(summary.read_text()).get("loss_history", [])
         curves.append(("SFT loss", summary.parts[-3], [(r["step"], r["loss"]) for r in history if "loss" in r]))
-    for health in sorted(runs.glob("*/rl*/health.jsonl")):
+    for health in selected(runs, "*/rl*/health.jsonl", only):
         rows = [json.loads(line) for line in health.read_text().splitlines() if line.strip()]
         label = f"{health.parts[-3]} {health.parts[-2]}"
         for key, title in (("reward", "RL reward"), ("episode/policy_tokens", "RL policy tokens / episode"),
@@ -106,8 +106,8 @@ def training_curves(runs: Path) -> list[tuple[str, str, list[tuple[float, float]
     return [curve for curve in curves if curve[2]]
 
 
-def plot_training(runs: Path, path: Path) -> bool:
-    curves = training_curves(runs)
+def plot_training(runs: Path, path: Path, only: set[str] | None = None) -> bool:
+    curves = training_curves(runs, only)
     if not curves:
         return False
     titles = list(dict.fromkeys(title for title, _, _ in curves))
@@ -133,17 +133,17 @@ def _save(plt, fig, path: Path) -> bool:
     return True
 
 
-def draw_all(runs: Path, out: Path, results: list[Result] | None = None) -> list[Path]:
+def draw_all(runs: Path, out: Path, results: list[Result] | None = None, only: set[str] | None = None) -> list[Path]:
     from eval.results import collect_benchmarks
 
-    results = collect_benchmarks(runs, log=lambda _: None) if results is None else results
+    results = collect_benchmarks(runs, log=lambda _: None, only=only) if results is None else results
     drawn = []
     for name, draw in (("em_vs_tokens.png", lambda p: plot_em_vs_tokens(results, p)),
                        ("em_by_hops.png", lambda p: plot_em_by_hops(results, p)),
-                       ("training.png", lambda p: plot_training(runs, p))):
+                       ("training.png", lambda p: plot_training(runs, p, only))):
         if draw(out / name):
             drawn.append(out / name)
-    for health in sorted(runs.glob("*/rl/health.png")):  # the default RL run's own health plot (rl/health.py)
+    for health in selected(runs, "*/rl/health.png", only):  # the default RL run's own health plot (rl/health.py)
         copy = out / f"health_{health.parts[-3]}_rl.png"
         copy.write_bytes(health.read_bytes())
         drawn.append(copy)

@@ -64,10 +64,15 @@ def load_result(folder: Path, benchmarks: dict, cache: dict) -> Result | str:
     return Result(run, stage, benchmark, records, metrics)
 
 
-def collect(runs: Path, benchmarks: dict, log=print) -> list[Result]:
-    """Every finished result under runs/, ordered by run, stage, benchmark."""
+def selected(runs: Path, pattern: str, only: set[str] | None = None) -> list[Path]:
+    """runs.glob(pattern), sorted, keeping the paths of the runs named in `only` (every run when None)."""
+    return sorted(path for path in runs.glob(pattern) if only is None or path.relative_to(runs).parts[0] in only)
+
+
+def collect(runs: Path, benchmarks: dict, log=print, only: set[str] | None = None) -> list[Result]:
+    """Every finished result under runs/ (of the runs in `only`, if given), ordered by run, stage, benchmark."""
     results, cache = [], {}
-    for metrics in sorted(runs.glob("*/*/eval/*/metrics.json")):
+    for metrics in selected(runs, "*/*/eval/*/metrics.json", only):
         folder = metrics.parent
         if not (folder / "predictions.jsonl").exists():
             log(f"skipped {folder}: metrics.json without predictions.jsonl")
@@ -90,11 +95,11 @@ def grouped(results: list[Result]) -> dict[tuple[str, str], dict[str, Result]]:
     return dict(sorted(rows.items(), key=lambda item: (item[0][0], stage_rank(item[0][1]), item[0][1])))
 
 
-def collect_benchmarks(runs: Path, log=print) -> list[Result]:
+def collect_benchmarks(runs: Path, log=print, only: set[str] | None = None) -> list[Result]:
     """`collect` with the recipe's named benchmarks (eval.run.BENCHMARKS) resolved under `runs`."""
     from eval.run import BENCHMARKS
 
-    return collect(runs, {name: runs / path for name, (path, _) in BENCHMARKS.items()}, log)
+    return collect(runs, {name: runs / path for name, (path, _) in BENCHMARKS.items()}, log, only)
 
 
 def pooled(results: list[Result]) -> dict:

@@ -32,7 +32,7 @@ import numpy as np
 from common.errors import UserError, cli_main
 from common.io import atomic_write_text
 from common.paths import runs_dir
-from eval.results import STAGE_LABELS, Result, collect_benchmarks, grouped, pooled, pooled_breakdown, stage_rank
+from eval.results import STAGE_LABELS, Result, collect_benchmarks, grouped, pooled, pooled_breakdown, selected, stage_rank
 from eval.run import CALIBRATED_STAGES
 
 
@@ -306,7 +306,7 @@ def _read(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def timing_table(runs: Path) -> Table:
+def timing_table(runs: Path, only: set[str] | None = None) -> Table:
     """Each stage's wall time as its own logs recorded it (process start-up and installs not included)."""
     table = Table("timing", "Wall time of each stage on this machine (from the stages' own logs)",
                   ["stage", "output", "seconds", "CPU share"])
@@ -314,9 +314,9 @@ def timing_table(runs: Path) -> Table:
     steps = [("datastore (world)", runs / "datastore/world/manifest.json", lambda d: d.get("seconds", {}).get("total")),
              ("questions", world / "questions/report.json", lambda d: d.get("seconds", {}).get("wall_s")),
              ("trajectories", world / "trajectories/sft/report.json", lambda d: d.get("seconds"))]
-    for path in sorted(runs.glob("*/*/train_summary.json")):
+    for path in selected(runs, "*/*/train_summary.json", only):
         steps.append((f"train {path.parent.name}", path, lambda d: d.get("wall_seconds")))
-    for stage in sorted(runs.glob("*/*/eval"), key=lambda p: (p.parent.parent.name, stage_rank(p.parent.name))):
+    for stage in sorted(selected(runs, "*/*/eval", only), key=lambda p: (p.parent.parent.name, stage_rank(p.parent.name))):
         timed = [_read(m).get("run", {}) for m in stage.glob("*/metrics.json")]
         total = sum(run.get("seconds_this_run") or 0 for run in timed)
         shares = [run["cpu_share"] for run in timed if run.get("cpu_share") is not None]
@@ -335,10 +335,12 @@ def timing_table(runs: Path) -> Table:
 
 
 def build_tables(runs: Path, log=print, results: list[Result] | None = None, seed_pools: list[list[str]] = (),
-                 versus: list[list[str]] = ()) -> list[Table]:
-    results = collect_benchmarks(runs, log) if results is None else results
+                 versus: list[list[str]] = (), only: set[str] | None = None) -> list[Table]:
+    """Every table from the results under runs/, or only from the runs named in `only`."""
+    results = collect_benchmarks(runs, log, only) if results is None else results
     if not results:
-        raise UserError(f"no evaluation results under {runs}/*/*/eval/: run `make eval` first")
+        chosen = f" of the runs {', '.join(sorted(only))}" if only is not None else ""
+        raise UserError(f"no evaluation results{chosen} under {runs}/*/*/eval/: run `make eval` first")
     known = {result.run for result in results}
     for pool in seed_pools:
         if len(set(pool)) < len(pool) or len(pool) < 2 or set(pool) - known:
@@ -353,7 +355,7 @@ def build_tables(runs: Path, log=print, results: list[Result] | None = None, see
     if retrieval is None:
         log("skipped the retrieval table: runs/bench/retrieval.json has no quality section (make bench-retrieval)")
     tables += [retrieval] if retrieval else []
-    tables.append(timing_table(runs))
+    tables.append(timing_table(runs, only))
     return [table for table in tables if table.rows]
 
 
@@ -407,19 +409,26 @@ def main(argv=None) -> None:
     parser.add_argument("--pool", nargs="+", action="append", default=[], metavar="RUN",
                         help="runs that differ only in the RL seed (e.g. smollm2-135m smollm2-135m-rlseed1): the paired "
                              "table adds their comparisons pooled, resampling questions with all their seeds; repeatable")
+    parser.add_argument("--only", nargs="+", metavar="RUN",
+                        help="tables and plots from these runs (runs/<RUN>/) alone, e.g. the recipes' own runs without "
+                             "experiments beside them (make tables passes TABLE_RUNS); default: every run")
     parser.add_argument("--versus", nargs=2, action="append", default=[], metavar=("NEW", "OLD"),
                         help="a variant's runs against a base's, stage by stage, each side's seeds averaged per "
                              "question (e.g. smollm2-135m-plan+smollm2-135m-plan0 smollm2-135m); repeatable")
     args = parser.parse_args(argv)
     runs = Path(args.runs)
     out = Path(args.out) if args.out else runs / "tables"
-    results = collect_benchmarks(runs)
-    tables = build_tables(runs, results=results, seed_pools=args.pool, versus=args.versus)
+    only = set(args.only) if args.only else None
+    results = collect_benchmarks(runs, only=only)
+    if only is not None:
+        print(f"runs in the tables: {', '.join(sorted({r.run for r in results})) or 'none'}"
+              f" (no results: {', '.join(sorted(only - {r.run for r in results})) or 'none'})")
+    tables = build_tables(runs, results=results, seed_pools=args.pool, versus=args.versus, only=only)
     write_tables(tables, out)
     figures = []
     if not args.no_plots:
         from eval.plots import draw_all
-        figures = draw_all(runs, out, results)
+        figures = draw_all(runs, out, results, only)
     index = [f"# Results tables\n\nMade by `python -m eval.tables` (make tables) from runs/*/*/eval/.\n"]
     index += [table.markdown() for table in tables]
     index += [f"![{path.stem}]({path.name})\n" for path in figures]

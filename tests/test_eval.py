@@ -89,6 +89,26 @@ def test_plots_are_drawn(fixture_runs, tmp_path):
     assert all(p.stat().st_size > 1000 for p in drawn)
 
 
+def test_tables_keep_only_the_named_runs(fixture_runs, tmp_path):
+    from common.errors import UserError
+    from eval.plots import draw_all
+    from eval.tables import build_tables
+
+    write_result(fixture_runs, "sft", "world_test", ["Paris", None, None, None], tokens=70, run="m-probe")
+    summary = fixture_runs / "m-probe/sft/train_summary.json"
+    summary.write_text(json.dumps({"wall_seconds": 12, "loss_history": [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0}]}))
+    everything = {t.name: t for t in build_tables(fixture_runs, log=lambda _: None)}
+    assert {row[0] for row in everything["main"].rows} == {"m", "m-probe"}
+    assert any("m-probe" in row[1] for row in everything["timing"].rows)
+    chosen = {t.name: t for t in build_tables(fixture_runs, log=lambda _: None, only={"m", "tiny"})}
+    assert {row[0] for row in chosen["main"].rows} == {"m"}
+    assert not any("m-probe" in " ".join(row) for table in chosen.values() for row in table.rows)
+    assert "training.png" in {p.name for p in draw_all(fixture_runs, tmp_path / "all")}
+    assert "training.png" not in {p.name for p in draw_all(fixture_runs, tmp_path / "m", only={"m"})}  # m-probe's loss only
+    with pytest.raises(UserError, match="no evaluation results of the runs nope under"):
+        build_tables(fixture_runs, log=lambda _: None, only={"nope"})
+
+
 def test_bootstrap_ci_known_case():
     from eval.stats import bootstrap_ci
 
