@@ -18,7 +18,8 @@ output lacks), so the same is read for the turns' first own tokens (`first_token
 same token counts half there. Where the oracle answers right after
 "shown" (its turn opens with `<answer>`), P(the turn opens with `<answer>`) is also read in both
 contexts (`p_answer_shown`, `p_answer_hidden`): the stop decision itself, which the SFT agent makes
-after ~1.2 calls whatever the output shows (stops 20-37).
+after ~1.2 calls whatever the output shows (stops 20-37). `python -m eval.contrast_compare` pools a
+report's sets with 95% intervals and pairs it with another checkpoint's.
 """
 from __future__ import annotations
 

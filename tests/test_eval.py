@@ -538,6 +538,44 @@ def test_evidence_contrast_pairs_each_hidden_output_with_the_shown_one(tiny, tmp
         EC.main(["--model", "tiny", "--trajectories", str(data)])
 
 
+def test_contrast_compare_pools_sets_and_pairs_checkpoints_on_shared_pairs(tmp_path, capsys):
+    """eval.contrast_compare: shares over every pair of a report (ties count half), the stop's gap only
+    where the oracle answers, and the paired difference on the pairs both reports read."""
+    from common.errors import UserError
+    from eval.contrast_compare import main, paired, pooled, read_report
+
+    def report(name, shifts, gaps=None):
+        rows = {f"set{s}.jsonl": {"rows": [{"id": f"p{i}", "first_shift": x} for i, x in enumerate(shifts) if i % 2 == s]}
+                for s in (0, 1)}
+        for (i, gap) in (gaps or {}).items():
+            row = next(r for found in rows.values() for r in found["rows"] if r["id"] == f"p{i}")
+            row.update(p_answer_shown=0.5 + gap, p_answer_hidden=0.5)
+        path = tmp_path / name
+        path.write_text(json.dumps({"model": name, "sets": {f"dev/{k}": v for k, v in rows.items()}}))
+        return str(path)
+
+    new = report("new.json", [1.0, 0.5, 0.0, -1.0, 2.0], gaps={0: 0.2, 3: 0.0})
+    old = report("old.json", [-1.0, -0.5, 0.0, -1.0], gaps={0: 0.1})
+    summary = pooled(read_report(new))
+    assert summary["first_token_follows_evidence"]["n"] == 5
+    assert summary["first_token_follows_evidence"]["mean_ci"][0] == 0.7  # (1 + 1 + 0.5 + 0 + 1) / 5
+    assert summary["p_answer_shown_minus_hidden"]["n"] == 2 and summary["p_answer_shown_minus_hidden"]["mean_ci"][0] == 0.1
+    both = paired(read_report(new), read_report(old))
+    follows = both["first_token_follows_evidence"]
+    assert (follows["n"], follows["base"], follows["new"], follows["difference"]) == (4, 0.125, 0.625, 0.5)
+    assert follows["ci"][0] <= 0.5 <= follows["ci"][1]
+    assert both["p_answer_shown_minus_hidden"]["n"] == 1  # p3 has a gap in new only
+    main([new, "--against", old])
+    assert json.loads(capsys.readouterr().out)["against"]["first_token_follows_evidence"]["difference"] == 0.5
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"sets": {"dev/x.jsonl": {"rows": [{"id": "q", "first_shift": 1.0}]}}}))
+    with pytest.raises(UserError, match="share no probe pairs"):
+        main([new, "--against", str(other)])
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(UserError, match="not an eval.evidence_contrast report"):
+        main([str(tmp_path / "bad.json")])
+
+
 def test_stop_fit_is_recorded_for_its_checkpoint_and_not_redone(tiny, tmp_path, capsys):
     """make stop-fit: the fit names the checkpoint's weights (eval's sft_stop checks them) and a rerun
     on the same checkpoint and probe sets does nothing."""
