@@ -102,7 +102,7 @@ def make_retriever(args):
 
 
 def score(records: list[dict]) -> dict:
-    from eval.metrics import answer_shown, best_em, best_f1, breakdown, evidence_recall, summarize
+    from eval.metrics import answer_shown, answers_after_unshown, best_em, best_f1, breakdown, evidence_recall, summarize
 
     for record in records:
         record["em"] = best_em(record["prediction"], record["answers"])
@@ -111,6 +111,8 @@ def score(records: list[dict]) -> dict:
         gold = record.get("gold_doc_ids") or []
         record["evidence_recall"] = evidence_recall(gold, record["retrieved"] + record["opened"]) if gold else None
         record["answer_shown"] = answer_shown(record["answers"], record.get("messages") or [])
+        record["unshown_outputs"] = answers_after_unshown(record["answers"], record.get("question") or "",
+                                                          record.get("messages") or [])
     return {"overall": summarize(records),
             **{f"by_{key}": breakdown(records, key) for key in ("hops", "type", "pool") if any(r.get(key) is not None for r in records)}}
 

@@ -101,6 +101,28 @@ def answer_shown(answers: Iterable[str], messages: list[dict]) -> bool:
     return any(f" {gold} " in f" {shown} " for gold in map(normalize_answer, answers) if gold)
 
 
+def answers_after_unshown(answers: Iterable[str], question: str, messages: list[dict]) -> tuple[int, int] | None:
+    """(tool outputs that show no gold answer, how many of them the agent's very next turn answers).
+
+    The turn-level rate of answering from nothing: an agent that invents answers stops right after
+    such outputs, one that reads searches on. Tool errors (refused or malformed calls) are not
+    outputs. None where showing cannot be told: yes/no answers, and answers the question itself names
+    (a comparison's entities), which appear in any output about them.
+    """
+    golds = [g for g in map(normalize_answer, answers) if g]
+    asked = f" {normalize_answer(question)} "
+    if not golds or any(g in ("yes", "no") or f" {g} " in asked for g in golds):
+        return None
+    outputs = answered = 0
+    for output, turn in zip(messages, messages[1:]):
+        if output.get("role") != "tool" or str(output.get("content") or "").startswith("Error") or turn.get("role") != "assistant":
+            continue
+        if not answer_shown(golds, [output]):
+            outputs += 1
+            answered += extract_answer(turn.get("content")) is not None
+    return outputs, answered
+
+
 def _mean(values: list) -> float | None:
     values = [float(v) for v in values if v is not None]
     return sum(values) / len(values) if values else None
@@ -116,11 +138,14 @@ def aggregate(records: list[dict]) -> dict:
     episodes where a tool output showed a gold answer, `em_when_shown` the EM among them;
     `answered_in_one_call`: the share that answered after at most one tool call (by hops, it shows
     whether the agent stops when the question is done: the oracle does so in 62% of its 1-hop
-    trajectories and 4% of its 2-hop bridges).
+    trajectories and 4% of its 2-hop bridges); `answer_after_unshown`: of the tool outputs that
+    showed no gold answer, the share the agent answered right after (`answers_after_unshown`).
     """
     records = list(records)
     calls = sum(int(r.get("tool_calls") or 0) for r in records)
     valid = sum(int(r.get("valid_tool_calls") or 0) for r in records)
+    unshown = [r["unshown_outputs"] for r in records if r.get("unshown_outputs") is not None]
+    unshown_outputs = sum(outputs for outputs, _ in unshown)
     return {
         "n": len(records),
         "em": _mean([r.get("em") for r in records]),
@@ -135,6 +160,7 @@ def aggregate(records: list[dict]) -> dict:
         "em_when_shown": _mean([r.get("em") for r in records if r.get("answer_shown")]),
         "answered_in_one_call": _mean([bool(r["answered"]) and int(r.get("tool_calls") or 0) <= 1
                                        for r in records if "answered" in r]),
+        "answer_after_unshown": sum(n for _, n in unshown) / unshown_outputs if unshown_outputs else None,
     }
 
 

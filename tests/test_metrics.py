@@ -1,7 +1,7 @@
 """Answer metrics pinned to the official HotpotQA script's behaviour on its edge cases."""
 import pytest
 
-from eval.metrics import (aggregate, answer_shown, best_em, best_f1, breakdown, evidence_recall, exact_match,
+from eval.metrics import (aggregate, answer_shown, answers_after_unshown, best_em, best_f1, breakdown, evidence_recall, exact_match,
                           extract_answer, f1_score, normalize_answer)
 
 
@@ -100,6 +100,23 @@ def test_answer_shown_in_tool_outputs_only():
     assert answer_shown(["Bram Ollen"], messages) and answer_shown(["x", "1871"], messages)
     assert not answer_shown(["Ada Voss married"], messages[:2])            # the model's own words do not count
     assert not answer_shown(["187"], messages) and not answer_shown([""], messages)  # whole words only
+
+
+def test_answers_after_unshown_counts_answers_right_after_outputs_without_the_answer():
+    call = {"role": "assistant", "content": "I need X.", "tool_calls": [{"type": "function", "function": {"name": "search"}}]}
+    messages = [{"role": "user", "content": "Who married Ada Voss?"}, call,
+                {"role": "tool", "content": "[ada] Ada Voss: a painter."}, call,            # no answer shown, searched on
+                {"role": "tool", "content": "Error: you already called search with these arguments"}, call,  # not an output
+                {"role": "tool", "content": "[ada2] Ada Voss: she was born in 1871."},      # no answer shown, answered
+                {"role": "assistant", "content": "<answer>Carl Berg</answer>"}]
+    assert answers_after_unshown(["Bram Ollen"], "Who married Ada Voss?", messages) == (2, 1)
+    shown = messages[:-2] + [{"role": "tool", "content": "She married Bram Ollen."}, messages[-1]]
+    assert answers_after_unshown(["Bram Ollen"], "Who married Ada Voss?", shown) == (1, 0)  # answered where shown
+    assert answers_after_unshown(["yes"], "Did Ada Voss paint?", messages) is None
+    assert answers_after_unshown(["Ada Voss"], "Who is older, Ada Voss or Bo Lind?", messages) is None  # named in the question
+    records = [{"unshown_outputs": (2, 1)}, {"unshown_outputs": (2, 0)}, {"unshown_outputs": None}, {}]
+    assert aggregate(records)["answer_after_unshown"] == pytest.approx(1 / 4)
+    assert aggregate([{"unshown_outputs": (0, 0)}])["answer_after_unshown"] is None
 
 
 RECORDS = [
