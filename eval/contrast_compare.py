@@ -40,10 +40,14 @@ def answer_gap(row: dict) -> float | None:
     return row["p_answer_shown"] - row["p_answer_hidden"] if "p_answer_shown" in row else None
 
 
+# what the comparison reads off each probe row (None where the row does not carry it)
+QUANTITIES = (("first_token_follows_evidence", follows), ("p_answer_shown_minus_hidden", answer_gap))
+
+
 def pooled(rows: dict) -> dict:
     """Both quantities over every pair of a report: [mean, [low, high]] and the number of pairs."""
     out = {}
-    for name, read in (("first_token_follows_evidence", follows), ("p_answer_shown_minus_hidden", answer_gap)):
+    for name, read in QUANTITIES:
         values = [v for v in map(read, rows.values()) if v is not None]
         out[name] = {"n": len(values), "mean_ci": list(mean_and_ci(values))}
     return out
@@ -52,7 +56,7 @@ def pooled(rows: dict) -> dict:
 def paired(rows: dict, base: dict) -> dict:
     """Each quantity on the pairs both reports read: base -> new, difference [low, high]."""
     out = {}
-    for name, read in (("first_token_follows_evidence", follows), ("p_answer_shown_minus_hidden", answer_gap)):
+    for name, read in QUANTITIES:
         both = [(read(rows[key]), read(base[key])) for key in sorted(rows.keys() & base.keys())]
         both = [(new, old) for new, old in both if new is not None and old is not None]
         if not both:

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json
 from eval.stop_decisions import check_turn_starts_at_prompt, probe_parser, teacher_forcing_setup
-from sft.data import as_context, read_trajectories, shown_rows
+from sft.data import as_context, as_target, read_trajectories, shown_rows
 
 
 def pairs(rows: list[dict]) -> list[dict]:
@@ -50,7 +50,7 @@ def rendered(tokenizer, tools, template: str, context: list[dict], turn: dict) -
     """(ids, labels) of context + turn, with labels on the turn's own tokens only."""
     from sft.data import tokenize_trajectory
 
-    messages = as_context(context) + [{k: v for k, v in turn.items() if k != "train"}]
+    messages = as_context(context) + [as_target(turn)]
     return tokenize_trajectory(tokenizer, messages, tools, template)
 
 

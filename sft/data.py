@@ -236,6 +236,11 @@ def as_context(messages: list[dict]) -> list[dict]:
     return [{**m, "train": False} if m["role"] == "assistant" else m for m in messages]
 
 
+def as_target(turn: dict) -> dict:
+    """The turn without a "train" mark, so it is trained on like any assistant turn."""
+    return {k: v for k, v in turn.items() if k != "train"}
+
+
 def shown_rows(rows: list[dict]) -> list[dict]:
     """For each missed-evidence row (data/trajectory_misses.py) whose trajectory is in `rows`, the
     other side of its pair: the trajectory up to the same search's output, which shows the fact,
@@ -250,7 +255,7 @@ def shown_rows(rows: list[dict]) -> list[dict]:
             continue
         cut = len(row["messages"]) - 1  # the row's last turn follows the hidden output
         context = as_context(original["messages"][:cut])
-        turn = {k: v for k, v in original["messages"][cut].items() if k != "train"}
+        turn = as_target(original["messages"][cut])
         out.append({"id": f"{row['id']}-shown", "pair_of": row["id"], "question_id": row.get("question_id"),
                     "messages": context + [turn], "origin": "oracle_shown"})
     return out
