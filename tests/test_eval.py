@@ -55,6 +55,7 @@ def test_tables_from_fixture(fixture_runs, tmp_path):
     sft = main.rows[1]
     assert sft[2].startswith("0.500 [") and sft[2].endswith("/ 0.500")
     assert sft[-2] == "100" and sft[-1] == "200"  # tokens per episode; per correct answer = 400 / 2
+    assert sft[main.headers.index("answers after a miss")] == "-"  # no episode messages: no tool outputs to read
     rl = main.rows[2]
     assert rl[2].startswith("1.000 [1.00, 1.00]")
     assert len(tables["ablation"].rows) == 6  # (sft, rl, rl_nolen) x (world_test, all)
@@ -65,7 +66,7 @@ def test_tables_from_fixture(fixture_runs, tmp_path):
     write_tables(list(tables.values()), tmp_path / "tables")
     assert (tmp_path / "tables/main.csv").read_text().splitlines()[0].startswith("model,stage,world_test")
     latex = (tmp_path / "tables/main.tex").read_text()
-    assert "\\begin{tabular}{llrrrrrrrr}" in latex and "rl\\_nolen" not in latex and "\\toprule" in latex
+    assert "\\begin{tabular}{llrrrrrrrrr}" in latex and "rl\\_nolen" not in latex and "\\toprule" in latex
 
 
 def test_foreign_predictions_are_refused(fixture_runs):

@@ -1,0 +1,120 @@
+"""Correction rows (data/corrections.py): the expert agrees with the oracle's own straight walks,
+and where an episode goes wrong its move makes the progress the agent's turn did not."""
+import json
+
+import pytest
+
+from agent.tools import SearchTools
+from common.errors import UserError
+from data import corrections as C
+from data.trajectory_oracle import Drop, Oracle, WorldIndex
+from tests.test_trajectories import setup  # noqa: F401  (the module-scoped world, datastore and questions)
+
+
+@pytest.fixture(scope="module")
+def walks(setup):  # noqa: F811
+    """(expert, {question id: question}, straight canonical oracle trajectories of chain questions)."""
+    root, store, questions = setup
+    oracle = Oracle(WorldIndex(root / "world"), store, canonical=True, p_find_miss=0.0, p_question=0.0)
+    kept = []
+    for question in questions:
+        if question["type"] in C.PAIRS:
+            continue
+        try:
+            record = oracle.build(question)
+        except Drop:
+            continue
+        if not record["recovered"] and not record["opened"]:
+            kept.append(record)
+    expert = C.Expert(Oracle(WorldIndex(root / "world"), store))
+    return expert, {q["id"]: q for q in questions}, kept
+
+
+def episode(record: dict, messages: list[dict]) -> dict:
+    return {"id": record["question_id"], "messages": messages}
+
+
+def run_move(store, move: dict) -> dict:
+    call = move["tool_calls"][0]["function"]
+    return {"role": "tool", "name": call["name"], "content": SearchTools(store)._call(call["name"], dict(call["arguments"]))}
+
+
+def test_the_oracles_straight_walks_need_no_correction(walks):
+    expert, questions, kept = walks
+    assert len(kept) >= 15 and any(t["hops"] >= 2 for t in kept)
+    for record in kept:
+        rows, counts = C.correction_rows(expert, questions[record["question_id"]], episode(record, record["messages"]))
+        assert rows == [] and set(counts) == {"agree"}, (record["id"], counts)
+
+
+def test_an_early_answer_gets_the_move_that_finds_the_missing_fact(setup, walks):  # noqa: F811
+    """At every point of a walk before its last fact shows, an invented answer is corrected by a call
+    whose real output makes the progress the verdict asks for; after it, by the gold answer."""
+    _, store, _ = setup
+    expert, questions, kept = walks
+    calls = 0
+    for record in kept:
+        question, messages = questions[record["question_id"]], record["messages"]
+        for at in [i for i, m in enumerate(messages) if m["role"] == "assistant"]:
+            invented = messages[:at] + [{"role": "assistant", "content": "<answer>Nobody Atall</answer>"}]
+            rows, counts = C.correction_rows(expert, question, episode(record, invented))
+            last = at == len(messages) - 1
+            assert [r["fixes"] for r in rows] == ["misread" if last else "answered_early"], counts
+            row = rows[0]
+            assert row["messages"][:-1] == C.as_context(messages[:at]) and "train" not in row["messages"][-1]
+            assert all(m.get("train") is False for m in row["messages"][:-1] if m["role"] == "assistant")
+            move = row["messages"][-1]
+            if last:
+                assert move == {"role": "assistant", "content": f"<answer>{question['answers'][0]}</answer>"}
+                continue
+            followed = messages[:at] + [move, run_move(store, move)]
+            assert C.verdict(expert, question, followed, at, expert.progress(question, messages[:at])) == "agree"
+            calls += 1
+    assert calls >= 20
+
+
+def test_a_refused_repeat_and_a_search_after_the_last_fact_are_corrected(setup, walks):  # noqa: F811
+    _, store, _ = setup
+    expert, questions, kept = walks
+    record = next(t for t in kept if t["hops"] >= 2)
+    question, messages = questions[record["question_id"]], record["messages"]
+    tools, replayed = SearchTools(store), messages[:2]
+    for m in messages[2:4]:  # the first call and its output, which shows the first fact
+        replayed.append(m if m["role"] == "assistant" else
+                        {**m, "content": tools._call(replayed[-1]["tool_calls"][0]["function"]["name"],
+                                                     dict(replayed[-1]["tool_calls"][0]["function"]["arguments"]))})
+    again = replayed[-2]
+    refused = {"role": "tool", "name": again["tool_calls"][0]["function"]["name"],
+               "content": tools._call(again["tool_calls"][0]["function"]["name"],
+                                      dict(again["tool_calls"][0]["function"]["arguments"]))}
+    assert refused["content"].startswith("Error: you already called")
+    rows, _ = C.correction_rows(expert, question, episode(record, replayed + [again, refused]))
+    assert [r["fixes"] for r in rows] == ["no_progress"] and rows[0]["messages"][-1] != again
+
+    finished = messages[:-1]  # every fact shown; a search instead of the answer
+    rows, _ = C.correction_rows(expert, question, episode(record, finished + [again]))
+    assert [r["fixes"] for r in rows] == ["searched_on"]
+    assert rows[0]["messages"][-1]["content"] == f"<answer>{question['answers'][0]}</answer>"
+
+
+def test_the_command_writes_a_mixed_set_and_rejects_foreign_episodes(setup, walks, tmp_path):  # noqa: F811
+    root, store, _ = setup
+    expert, questions, kept = walks
+    record = kept[0]
+    invented = record["messages"][:2] + [{"role": "assistant", "content": "<answer>Nobody Atall</answer>"}]
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(episode(record, invented)) + "\n")
+    (tmp_path / "questions.jsonl").write_text(json.dumps(questions[record["question_id"]]) + "\n")
+    (tmp_path / "mix").mkdir()
+    (tmp_path / "mix" / "trajectories.jsonl").write_text("".join(json.dumps(t) + "\n" for t in kept[1:4]))
+    argv = ["--episodes", str(tmp_path / "episodes.jsonl"), "--questions", str(tmp_path / "questions.jsonl"),
+            "--world", str(root / "world"), "--datastore", str(root / "datastore"), "--mix", str(tmp_path / "mix")]
+    C.main(argv + ["--out", str(tmp_path / "out")])
+    written = [json.loads(line) for line in open(tmp_path / "out" / "trajectories.jsonl")]
+    assert [r["origin"] for r in written] == ["correction", "oracle"]
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["fixes"] == {"answered_early": 1}
+    (tmp_path / "questions.jsonl").write_text(json.dumps({**questions[record["question_id"]], "id": "other"}) + "\n")
+    with pytest.raises(UserError, match="has no question"):
+        C.main(argv + ["--out", str(tmp_path / "out2")])
+    with pytest.raises(UserError, match="run the agent on train questions first"):
+        C.main(["--episodes", str(tmp_path / "none.jsonl"), *argv[2:], "--out", str(tmp_path / "out2")])
+    assert not (tmp_path / "out2").exists()
