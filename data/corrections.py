@@ -167,19 +167,32 @@ def verdict(expert: Expert, question: dict, messages: list[dict], at: int, befor
     return "agree" if advanced or listed(after) > listed(before) else "no_progress"
 
 
+def turn_verdicts(expert: Expert, question: dict, messages: list[dict]) -> list[tuple[int, str]]:
+    """(message index, verdict) for each assistant turn; "skipped_<reason>" where the expert has no state."""
+    out = []
+    for at, message in enumerate(messages):
+        if message["role"] == "assistant":
+            try:
+                out.append((at, verdict(expert, question, messages, at, expert.progress(question, messages[:at]))))
+            except Drop as reason:
+                out.append((at, f"skipped_{reason}"))
+    return out
+
+
+def verdicts_of(expert: Expert, question: dict, messages: list[dict]) -> list[str]:
+    """The verdicts of an episode's turns that the expert could judge (eval.expert_agreement)."""
+    return [seen for _, seen in turn_verdicts(expert, question, messages) if not seen.startswith("skipped_")]
+
+
 def correction_rows(expert: Expert, question: dict, episode: dict) -> tuple[list[dict], Counter]:
     """The rows for one episode and a count of its turns' verdicts (and of states without a move)."""
     messages, rows, counts = episode["messages"], [], Counter()
-    for at, message in enumerate(messages):
-        if message["role"] != "assistant":
+    for at, seen in turn_verdicts(expert, question, messages):
+        counts[seen] += 1
+        if seen == "agree" or seen.startswith("skipped_"):
             continue
+        rng = random.Random(f"{expert.oracle.seed}-{question['id']}-correct-{at}")
         try:
-            before = expert.progress(question, messages[:at])
-            seen = verdict(expert, question, messages, at, before)
-            counts[seen] += 1
-            if seen == "agree":
-                continue
-            rng = random.Random(f"{expert.oracle.seed}-{question['id']}-correct-{at}")
             target = expert.move(question, messages[:at], rng)
         except Drop as reason:
             counts[f"skipped_{reason}"] += 1

@@ -1,5 +1,6 @@
 """Correction rows (data/corrections.py): the expert agrees with the oracle's own straight walks,
-and where an episode goes wrong its move makes the progress the agent's turn did not."""
+and where an episode goes wrong its move makes the progress the agent's turn did not; the same
+verdicts scored over evaluated episodes (eval/expert_agreement.py)."""
 import json
 
 import pytest
@@ -118,3 +119,26 @@ def test_the_command_writes_a_mixed_set_and_rejects_foreign_episodes(setup, walk
     with pytest.raises(UserError, match="run the agent on train questions first"):
         C.main(["--episodes", str(tmp_path / "none.jsonl"), *argv[2:], "--out", str(tmp_path / "out2")])
     assert not (tmp_path / "out2").exists()
+
+
+def test_expert_agreement_scores_each_turn_of_evaluated_episodes(setup, walks, runs):  # noqa: F811
+    from eval import expert_agreement as EA
+
+    root, _, _ = setup
+    _, questions, kept = walks
+    straight, other = kept[0], kept[1]
+    invented = other["messages"][:2] + [{"role": "assistant", "content": "<answer>Nobody Atall</answer>"}]
+    folder = runs / "m" / "sft" / "eval" / "world_test"
+    folder.mkdir(parents=True)
+    (folder / "predictions.jsonl").write_text(json.dumps(episode(straight, straight["messages"])) + "\n"
+                                              + json.dumps(episode(other, invented)) + "\n")
+    (runs / "data/world/questions").mkdir(parents=True)
+    (runs / "data/world/questions/test.jsonl").write_text(
+        "".join(json.dumps(questions[t["question_id"]]) + "\n" for t in (straight, other)))
+    EA.main(["m/sft", "--world", str(root / "world"), "--datastore", str(root / "datastore"), "--out", str(runs / "a.json")])
+    report = json.loads((runs / "a.json").read_text())["m/sft"]
+    assert list(report) == ["world_test"]
+    assert report["world_test"]["turn_agreement"] == 0.5 and report["world_test"]["all_agree"] == 0.5
+    assert report["world_test"]["first_wrong"] == {"none": 0.5, "answered_early": 0.5}
+    with pytest.raises(UserError, match="run make eval first"):
+        EA.main(["other/sft", "--world", str(root / "world"), "--datastore", str(root / "datastore")])

@@ -1,0 +1,97 @@
+"""How often an agent's turns do what the oracle would do from the same state, per benchmark.
+
+    python -m eval.expert_agreement smollm2-135m/sft smollm2-135m-fix96/sft --out runs/diagnostics/agreement.json
+
+For each named `run/stage`, the episodes `make eval` wrote for the synthetic benchmarks
+(runs/<run>/<stage>/eval/world_test*/predictions.jsonl), chain questions only. Each assistant turn
+gets data/corrections.py's verdict against the expert's state: `agree` (the right answer once every
+fact is shown; a call whose output shows the missing fact or lists a page stating it) or what went
+wrong instead: answered_early (an answer before the facts showed), misread (a wrong answer after
+they did), searched_on, no_progress (a call that showed nothing new: a miss, a refused repeat, a
+tool error), no_call. Reported per benchmark: the share of turns that agree (the mean over
+episodes of each episode's share, with a 95% bootstrap interval over episodes), the share of
+episodes with no wrong turn, and what each episode's first wrong turn was. EM says whether an
+episode ended right; this says which move went wrong, with less noise, since every turn counts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from common.errors import UserError, cli_main
+from common.io import atomic_write_json
+from common.paths import runs_dir
+from data.corrections import PAIRS, Expert, verdicts_of
+from data.trajectory_oracle import Oracle, WorldIndex
+from eval.run import BENCHMARKS
+from eval.stats import mean_and_ci
+
+SYNTHETIC = [name for name, (_, store) in BENCHMARKS.items() if store == "world"]
+
+
+def judged(expert: Expert, questions: dict, episodes: list[dict]) -> list[list[str]]:
+    """The verdict of each turn, per chain-question episode."""
+    out = []
+    for episode in episodes:
+        question = questions.get(episode["id"])
+        if question is None:
+            raise UserError(f"episode {episode['id']} is not a question of this benchmark's file; rerun make eval")
+        if question.get("type") not in PAIRS:
+            out.append(verdicts_of(expert, question, episode["messages"]))
+    return out
+
+
+def summary(turns: list[list[str]]) -> dict:
+    scored = [t for t in turns if t]
+    share, interval = mean_and_ci([sum(v == "agree" for v in t) / len(t) for t in scored])
+    firsts = Counter(next((v for v in t if v != "agree"), "none") for t in scored)
+    return {"episodes": len(scored), "turns": sum(map(len, scored)), "turn_agreement": share, "ci": interval,
+            "all_agree": round(firsts["none"] / len(scored), 3) if scored else None,
+            "first_wrong": {k: round(n / len(scored), 3) for k, n in firsts.most_common()}}
+
+
+def table(report: dict) -> str:
+    kinds = sorted({k for sets in report.values() for s in sets.values() for k in s["first_wrong"]} - {"none"})
+    lines = ["| run/stage | benchmark | episodes | turns agreeing [95% CI] | no wrong turn | "
+             + " | ".join(f"first wrong: {k}" for k in kinds) + " |", "|---" * (5 + len(kinds)) + "|"]
+    for name, sets in report.items():
+        for bench, s in sets.items():
+            ci = f" [{s['ci'][0]:.2f}, {s['ci'][1]:.2f}]" if s["ci"] else ""
+            lines.append(f"| {name} | {bench} | {s['episodes']} | {s['turn_agreement']:.3f}{ci} | {s['all_agree']:.2f} | "
+                         + " | ".join(f"{s['first_wrong'].get(k, 0):.2f}" for k in kinds) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    from agent.run import read_questions
+    from datastore.retriever import Datastore
+
+    parser = argparse.ArgumentParser(description="Turn-level agreement of an agent's episodes with the oracle.")
+    parser.add_argument("stages", nargs="+", help="run/stage, e.g. smollm2-135m/sft")
+    parser.add_argument("--world", default="runs/data/world")
+    parser.add_argument("--datastore", default="world")
+    parser.add_argument("--k", type=int, default=3, help="hits per search, as the episodes ran (eval's k)")
+    parser.add_argument("--out", default=None, help="also write the report as JSON")
+    args = parser.parse_args(argv)
+    expert = Expert(Oracle(WorldIndex(args.world), Datastore.load(args.datastore), args.k))
+    report = {}
+    for name in args.stages:
+        report[name] = {}
+        for bench in SYNTHETIC:
+            folder = runs_dir() / name / "eval" / bench
+            if not (folder / "predictions.jsonl").is_file():
+                continue
+            questions = {q["id"]: q for q in read_questions(str(runs_dir() / BENCHMARKS[bench][0]))}
+            episodes = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line.strip()]
+            report[name][bench] = summary(judged(expert, questions, episodes))
+        if not report[name]:
+            raise UserError(f"no evaluated synthetic benchmarks under {runs_dir() / name}/eval; run make eval first")
+    print(table(report))
+    if args.out:
+        atomic_write_json(Path(args.out), report)
+
+
+if __name__ == "__main__":
+    cli_main(main)
