@@ -109,7 +109,7 @@ class Expert:
 
     def _search(self, question: dict, messages: list[dict], state: dict, need: str) -> dict:
         """A query whose results hold a page stating the fact, not tried before; the thought says why."""
-        read, tried = read_so_far(messages)
+        tried = read_so_far(messages)[1]
         surface, key, stated_in, shows = state["surface"], state["key"], state["stated_in"], state["shows"]
         self.oracle.tight = True  # a query whose snippet shows the fact, where one does
         query = self.oracle._first_query(surface, key, stated_in, shows)

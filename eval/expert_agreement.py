@@ -16,12 +16,11 @@ episode ended right; this says which move went wrong, with less noise, since eve
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 
 from common.errors import UserError, cli_main
-from common.io import atomic_write_json
+from common.io import atomic_write_json, iter_jsonl
 from common.paths import runs_dir
 from data.corrections import PAIRS, Expert, verdicts_of
 from data.trajectory_oracle import Oracle, WorldIndex
@@ -84,10 +83,13 @@ def main(argv=None) -> None:
             if not (folder / "predictions.jsonl").is_file():
                 continue
             questions = {q["id"]: q for q in read_questions(str(runs_dir() / BENCHMARKS[bench][0]))}
-            episodes = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line.strip()]
-            report[name][bench] = summary(judged(expert, questions, episodes))
+            episodes = [row for _, row in iter_jsonl(folder / "predictions.jsonl", "one agent.run episode per line")]
+            scored = summary(judged(expert, questions, episodes))
+            if scored["episodes"]:  # a set of comparisons and yes/no questions only has no chain to judge
+                report[name][bench] = scored
         if not report[name]:
-            raise UserError(f"no evaluated synthetic benchmarks under {runs_dir() / name}/eval; run make eval first")
+            raise UserError(f"no evaluated chain questions of the synthetic benchmarks under {runs_dir() / name}/eval; "
+                            "run make eval first")
     print(table(report))
     if args.out:
         atomic_write_json(Path(args.out), report)
