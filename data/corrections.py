@@ -19,7 +19,8 @@ untrained context ("train": false), then the expert's turn, the only one trained
 Chain questions only (lookup, bridge, inverse, hidden fact, chain); comparisons and yes/no are
 counted as skipped. `--mix DIR` adds as many of that folder's trajectories (a seeded draw), so the
 output is a ready SFT set (`python -m sft.train ... --trajectories OUT`). Writes trajectories.jsonl,
-report.json and manifest.json into --out.
+report.json and manifest.json into --out. Questions of a split other than train_* are refused: the
+rows carry their gold answers.
 """
 from __future__ import annotations
 
@@ -257,6 +258,10 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     episodes = read_episodes(Path(args.episodes))
     questions = {q["id"]: q for q in read_questions(args.questions)}
+    held = sorted({q["split"] for q in questions.values() if q.get("split") and not q["split"].startswith("train")})
+    if held:  # rows from evaluation questions would teach their answers to the model evaluated on them
+        raise UserError(f"{args.questions} holds {', '.join(held)} questions; correction rows are training data: "
+                        "pass a train split (train_sft or train_rl)")
     oracle = Oracle(WorldIndex(args.world), Datastore.load(args.datastore), args.k, args.method, args.seed)
     rows, counts = build(episodes, questions, Expert(oracle))
     if not rows:

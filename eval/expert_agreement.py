@@ -11,7 +11,9 @@ they did), searched_on, no_progress (a call that showed nothing new: a miss, a r
 tool error), no_call. Reported per benchmark: the share of turns that agree (the mean over
 episodes of each episode's share, with a 95% bootstrap interval over episodes), the share of
 episodes with no wrong turn, and what each episode's first wrong turn was. EM says whether an
-episode ended right; this says which move went wrong, with less noise, since every turn counts.
+episode ended right; this says which move went wrong (stop 42: checkpoints whose EM differs by a
+few points can agree with the expert on the same share of turns, one turn's kind of error traded
+for another's).
 """
 from __future__ import annotations
 

@@ -116,6 +116,9 @@ def test_the_command_writes_a_mixed_set_and_rejects_foreign_episodes(setup, walk
     (tmp_path / "questions.jsonl").write_text(json.dumps({**questions[record["question_id"]], "id": "other"}) + "\n")
     with pytest.raises(UserError, match="has no question"):
         C.main(argv + ["--out", str(tmp_path / "out2")])
+    (tmp_path / "questions.jsonl").write_text(json.dumps({**questions[record["question_id"]], "split": "test"}) + "\n")
+    with pytest.raises(UserError, match="correction rows are training data"):
+        C.main(argv + ["--out", str(tmp_path / "out2")])
     with pytest.raises(UserError, match="run the agent on train questions first"):
         C.main(["--episodes", str(tmp_path / "none.jsonl"), *argv[2:], "--out", str(tmp_path / "out2")])
     assert not (tmp_path / "out2").exists()
