@@ -77,14 +77,16 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=None, help="also write the report as JSON")
     args = parser.parse_args(argv)
     expert = Expert(Oracle(WorldIndex(args.world), Datastore.load(args.datastore), args.k))
-    report = {}
+    report, questions_of = {}, {}  # each benchmark's questions read once, whatever the number of stages
     for name in args.stages:
         report[name] = {}
         for bench in SYNTHETIC:
             folder = runs_dir() / name / "eval" / bench
             if not (folder / "predictions.jsonl").is_file():
                 continue
-            questions = {q["id"]: q for q in read_questions(str(runs_dir() / BENCHMARKS[bench][0]))}
+            if bench not in questions_of:
+                questions_of[bench] = {q["id"]: q for q in read_questions(str(runs_dir() / BENCHMARKS[bench][0]))}
+            questions = questions_of[bench]
             episodes = [row for _, row in iter_jsonl(folder / "predictions.jsonl", "one agent.run episode per line")]
             scored = summary(judged(expert, questions, episodes))
             if scored["episodes"]:  # a set of comparisons and yes/no questions only has no chain to judge
