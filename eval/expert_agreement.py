@@ -14,6 +14,11 @@ episodes with no wrong turn, and what each episode's first wrong turn was. EM sa
 episode ended right; this says which move went wrong (stop 42: checkpoints whose EM differs by a
 few points can agree with the expert on the same share of turns, one turn's kind of error traded
 for another's).
+
+A second table pools the benchmarks by phrasing pool (sft, rl, heldout; data/phrasings.py) over
+multi-hop chain questions: the share of episodes whose tool outputs showed the first hop's fact, the
+share that showed every fact (in the chain's order), and EM. A pool whose first fact is rarely shown
+is one whose wording the agent does not turn into the right first search (stop 43).
 """
 from __future__ import annotations
 
@@ -25,22 +30,47 @@ from common.errors import UserError, cli_main
 from common.io import atomic_write_json, iter_jsonl
 from common.paths import runs_dir
 from data.corrections import PAIRS, Expert, verdicts_of
-from data.trajectory_oracle import Oracle, WorldIndex
+from data.trajectory_oracle import Drop, Oracle, WorldIndex
+from eval.metrics import best_em
 from eval.run import BENCHMARKS
 from eval.stats import mean_and_ci
 
 SYNTHETIC = [name for name, (_, store) in BENCHMARKS.items() if store == "world"]
 
 
-def judged(expert: Expert, questions: dict, episodes: list[dict]) -> list[list[str]]:
-    """The verdict of each turn, per chain-question episode."""
-    out = []
+def judged(expert: Expert, questions: dict, episodes: list[dict]) -> tuple[list[list[str]], list[dict]]:
+    """(the verdict of each turn, per chain-question episode; the facts each multi-hop one showed)."""
+    turns, found = [], []
     for episode in episodes:
         question = questions.get(episode["id"])
         if question is None:
             raise UserError(f"episode {episode['id']} is not a question of this benchmark's file; rerun make eval")
-        if question.get("type") not in PAIRS:
-            out.append(verdicts_of(expert, question, episode["messages"]))
+        if question.get("type") in PAIRS:
+            continue
+        turns.append(verdicts_of(expert, question, episode["messages"]))
+        shown = facts_shown(expert, question, episode["messages"])
+        if shown is not None and len(question["relations"]) > 1:
+            found.append({"pool": question.get("pool"), "hops": len(question["relations"]), "shown": shown,
+                          "em": best_em(episode.get("prediction") or "", question["answers"])})
+    return turns, found
+
+
+def facts_shown(expert: Expert, question: dict, messages: list[dict]) -> int | None:
+    """How many of the chain's facts, in order, the episode's tool outputs showed (None: no expert state)."""
+    try:
+        state = expert.progress(question, messages)
+    except Drop:
+        return None
+    return len(question["relations"]) if state["hop"] is None else state["hop"]
+
+
+def by_pool(found: list[dict]) -> dict:
+    out = {}
+    for pool in sorted({f["pool"] for f in found}, key=str):
+        rows = [f for f in found if f["pool"] == pool]
+        share = lambda test: round(sum(map(test, rows)) / len(rows), 3)
+        out[str(pool)] = {"episodes": len(rows), "first_fact_shown": share(lambda f: f["shown"] >= 1),
+                          "all_facts_shown": share(lambda f: f["shown"] == f["hops"]), "em": share(lambda f: f["em"])}
     return out
 
 
@@ -54,6 +84,7 @@ def summary(turns: list[list[str]]) -> dict:
 
 
 def table(report: dict) -> str:
+    report = {name: {b: s for b, s in sets.items() if b != "by_pool"} for name, sets in report.items()}
     kinds = sorted({k for sets in report.values() for s in sets.values() for k in s["first_wrong"]} - {"none"})
     lines = ["| run/stage | benchmark | episodes | turns agreeing [95% CI] | no wrong turn | "
              + " | ".join(f"first wrong: {k}" for k in kinds) + " |", "|---" * (5 + len(kinds)) + "|"]
@@ -62,6 +93,15 @@ def table(report: dict) -> str:
             ci = f" [{s['ci'][0]:.2f}, {s['ci'][1]:.2f}]" if s["ci"] else ""
             lines.append(f"| {name} | {bench} | {s['episodes']} | {s['turn_agreement']:.3f}{ci} | {s['all_agree']:.2f} | "
                          + " | ".join(f"{s['first_wrong'].get(k, 0):.2f}" for k in kinds) + " |")
+    return "\n".join(lines)
+
+
+def pool_table(report: dict) -> str:
+    lines = ["| run/stage | pool | multi-hop chain episodes | first fact shown | all facts shown | EM |", "|---" * 6 + "|"]
+    for name, sets in report.items():
+        for pool, s in sets["by_pool"].items():
+            lines.append(f"| {name} | {pool} | {s['episodes']} | {s['first_fact_shown']:.2f} | "
+                         f"{s['all_facts_shown']:.2f} | {s['em']:.2f} |")
     return "\n".join(lines)
 
 
@@ -79,7 +119,7 @@ def main(argv=None) -> None:
     expert = Expert(Oracle(WorldIndex(args.world), Datastore.load(args.datastore), args.k))
     report, questions_of = {}, {}  # each benchmark's questions read once, whatever the number of stages
     for name in args.stages:
-        report[name] = {}
+        report[name], found = {}, []
         for bench in SYNTHETIC:
             folder = runs_dir() / name / "eval" / bench
             if not (folder / "predictions.jsonl").is_file():
@@ -88,13 +128,18 @@ def main(argv=None) -> None:
                 questions_of[bench] = {q["id"]: q for q in read_questions(str(runs_dir() / BENCHMARKS[bench][0]))}
             questions = questions_of[bench]
             episodes = [row for _, row in iter_jsonl(folder / "predictions.jsonl", "one agent.run episode per line")]
-            scored = summary(judged(expert, questions, episodes))
+            turns, shown = judged(expert, questions, episodes)
+            found += shown
+            scored = summary(turns)
             if scored["episodes"]:  # a set of comparisons and yes/no questions only has no chain to judge
                 report[name][bench] = scored
         if not report[name]:
             raise UserError(f"no evaluated chain questions of the synthetic benchmarks under {runs_dir() / name}/eval; "
                             "run make eval first")
+        report[name]["by_pool"] = by_pool(found)
     print(table(report))
+    print()
+    print(pool_table(report))
     if args.out:
         atomic_write_json(Path(args.out), report)
 

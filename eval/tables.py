@@ -397,7 +397,7 @@ def update_readme(readme: Path, tables: list[Table], figures: list[Path]) -> Non
     for stale in set(pictures.glob("*.png")) - {pictures / figure.name for figure in figures}:
         stale.unlink()  # a plot of a run no longer in runs/ would otherwise sit beside the tables that dropped it
     body = [table.markdown() for table in tables
-            if table.name in ("main", "ablation", "paired", "by_hops", "by_pool_hops", "retrieval", "timing")]
+            if table.name in ("main", "ablation", "paired", "by_hops", "by_type", "by_pool_hops", "retrieval", "timing")]
     body += [f"![{figure.stem}](docs/results/{figure.name})\n" for figure in figures]
     head, rest = text.split(BEGIN, 1)
     atomic_write_text(readme, head + BEGIN + "\n" + "\n".join(body) + "\n" + END + rest.split(END, 1)[1])

@@ -125,23 +125,37 @@ def test_the_command_writes_a_mixed_set_and_rejects_foreign_episodes(setup, walk
 
 
 def test_expert_agreement_scores_each_turn_of_evaluated_episodes(setup, walks, runs):  # noqa: F811
+    """Turn verdicts per benchmark, and per phrasing pool the facts a multi-hop episode's outputs showed."""
     from eval import expert_agreement as EA
 
     root, _, _ = setup
-    _, questions, kept = walks
-    straight, other = kept[0], kept[1]
+    expert, questions, kept = walks
+    straight = next(t for t in kept if t["hops"] >= 2)
+    other = next(t for t in kept if t["hops"] == 1)  # a 1-hop episode: out of the pool table
     invented = other["messages"][:2] + [{"role": "assistant", "content": "<answer>Nobody Atall</answer>"}]
+    question = questions[straight["question_id"]]
+    cut = next(i for i in range(len(straight["messages"]))
+               if EA.facts_shown(expert, question, straight["messages"][:i]) == 1)
+    half = straight["messages"][:cut] + [{"role": "assistant", "content": "<answer>Nobody Atall</answer>"}]
     folder = runs / "m" / "sft" / "eval" / "world_test"
     folder.mkdir(parents=True)
-    (folder / "predictions.jsonl").write_text(json.dumps(episode(straight, straight["messages"])) + "\n"
-                                              + json.dumps(episode(other, invented)) + "\n")
+    (folder / "predictions.jsonl").write_text(
+        json.dumps({**episode(straight, straight["messages"]), "prediction": straight["answers"][0]}) + "\n"
+        + json.dumps(episode(other, invented)) + "\n")
+    heldout = runs / "m" / "sft" / "eval" / "world_test_heldout"
+    heldout.mkdir(parents=True)
+    (heldout / "predictions.jsonl").write_text(json.dumps({**episode(straight, half), "prediction": "Nobody Atall"}) + "\n")
     (runs / "data/world/questions").mkdir(parents=True)
     (runs / "data/world/questions/test.jsonl").write_text(
         "".join(json.dumps(questions[t["question_id"]]) + "\n" for t in (straight, other)))
+    (runs / "data/world/questions/test_heldout.jsonl").write_text(json.dumps({**question, "pool": "heldout"}) + "\n")
     EA.main(["m/sft", "--world", str(root / "world"), "--datastore", str(root / "datastore"), "--out", str(runs / "a.json")])
     report = json.loads((runs / "a.json").read_text())["m/sft"]
-    assert list(report) == ["world_test"]
+    assert set(report) == {"world_test", "world_test_heldout", "by_pool"}
     assert report["world_test"]["turn_agreement"] == 0.5 and report["world_test"]["all_agree"] == 0.5
     assert report["world_test"]["first_wrong"] == {"none": 0.5, "answered_early": 0.5}
+    assert report["world_test_heldout"]["first_wrong"] == {"answered_early": 1.0}
+    whole = {"episodes": 1, "first_fact_shown": 1.0, "all_facts_shown": 1.0, "em": 1.0}
+    assert report["by_pool"] == {question["pool"]: whole, "heldout": {**whole, "all_facts_shown": 0.0, "em": 0.0}}
     with pytest.raises(UserError, match="run make eval first"):
         EA.main(["other/sft", "--world", str(root / "world"), "--datastore", str(root / "datastore")])

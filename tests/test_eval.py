@@ -418,6 +418,7 @@ def test_readme_section_and_timing(fixture_runs, tmp_path):
     assert kept.exists() and not gone.exists() and (tmp_path / "docs" / "results" / plot.name).read_bytes() == b"new"
     text = readme.read_text()
     assert "old numbers" not in text and "### Main results" in text and text.endswith(f"{END}\n\n## After\n")
+    assert "### EM by question type" in text  # where 2-hop EM comes from: bridges or guessable yes/no
     readme.write_text("# no markers\n")
     with pytest.raises(UserError, match="no results markers"):
         update_readme(readme, tables, [])
