@@ -84,6 +84,7 @@ def summary(turns: list[list[str]]) -> dict:
 
 
 def table(report: dict) -> str:
+    # each stage's report holds its benchmarks and, beside them, the pool summary (pool_table's)
     report = {name: {b: s for b, s in sets.items() if b != "by_pool"} for name, sets in report.items()}
     kinds = sorted({k for sets in report.values() for s in sets.values() for k in s["first_wrong"]} - {"none"})
     lines = ["| run/stage | benchmark | episodes | turns agreeing [95% CI] | no wrong turn | "
