@@ -48,8 +48,10 @@ def judged(expert: Expert, questions: dict, episodes: list[dict]) -> tuple[list[
         if question.get("type") in PAIRS:
             continue
         turns.append(verdicts_of(expert, question, episode["messages"]))
+        if len(question.get("relations") or []) < 2:
+            continue  # the pool table is about multi-hop chains; a 1-hop episode's facts are not read again
         shown = facts_shown(expert, question, episode["messages"])
-        if shown is not None and len(question["relations"]) > 1:
+        if shown is not None:
             found.append({"pool": question.get("pool"), "hops": len(question["relations"]), "shown": shown,
                           "em": best_em(episode.get("prediction") or "", question["answers"])})
     return turns, found
