@@ -33,12 +33,10 @@ from agent.run import read_questions
 from common.errors import UserError, cli_main
 from common.io import atomic_dir, atomic_write_json, file_sha256, iter_jsonl, write_jsonl
 from data import trajectory_text as T
+from data.leakage import PAIRED
 from data.trajectory_oracle import Drop, Oracle, WorldIndex, cap, hit_lines, surface_in
 from eval.metrics import best_em, extract_answer
 from sft.data import as_context, read_trajectories
-
-PAIRS = ("comparison", "yesno")
-
 
 def read_so_far(messages: list[dict]) -> tuple[dict[str, str], list[str]]:
     """(doc id -> everything the tool outputs showed of it, the search queries made), as the
@@ -212,7 +210,7 @@ def build(episodes: list[dict], questions: dict, expert: Expert) -> tuple[list[d
         question = questions.get(episode["id"])
         if question is None:
             raise UserError(f"episode {episode['id']} has no question in --questions; pass the file it was run on")
-        if question.get("type") in PAIRS:
+        if question.get("type") in PAIRED:
             counts["skipped_pair_question"] += 1
             continue
         new, seen = correction_rows(expert, question, episode)

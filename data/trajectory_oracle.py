@@ -17,6 +17,7 @@ from agent.prompt import first_messages
 from agent.tools import DEFAULT_K, SearchTools
 from common.errors import UserError
 from data import trajectory_text as T
+from data.leakage import PAIRED
 from data.world_plan import YEAR_ATTRS
 
 HIT = re.compile(r"^\[([^\]]+)\] ", re.MULTILINE)
@@ -200,7 +201,7 @@ class Oracle:
         gold = question.get("gold_doc_ids") or []
         if not chain or not relations:
             raise Drop("no_chain")
-        if question.get("type") in ("comparison", "yesno"):
+        if question.get("type") in PAIRED:
             return self._pair(question, session, chain, relations[0], gold)
         known, surface, fact = chain[0], self._surface_in_question(chain[0], question["question"]), None
         plan = self._plan(question["id"], chain, relations) if self.plan else ""

@@ -29,7 +29,8 @@ from pathlib import Path
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json, iter_jsonl
 from common.paths import runs_dir
-from data.corrections import PAIRS, Expert, verdicts_of
+from data.corrections import Expert, verdicts_of
+from data.leakage import PAIRED
 from data.trajectory_oracle import Drop, Oracle, WorldIndex
 from eval.metrics import best_em
 from eval.run import BENCHMARKS
@@ -45,7 +46,7 @@ def judged(expert: Expert, questions: dict, episodes: list[dict]) -> tuple[list[
         question = questions.get(episode["id"])
         if question is None:
             raise UserError(f"episode {episode['id']} is not a question of this benchmark's file; rerun make eval")
-        if question.get("type") in PAIRS:
+        if question.get("type") in PAIRED:
             continue
         turns.append(verdicts_of(expert, question, episode["messages"]))
         if len(question.get("relations") or []) < 2:

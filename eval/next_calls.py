@@ -26,6 +26,7 @@ from agent.run import read_questions
 from common.errors import UserError, cli_main
 from common.io import atomic_write_json
 from common.paths import runs_dir
+from data.leakage import PAIRED
 from data.trajectory_oracle import Drop, WorldIndex, visible
 from eval.metrics import extract_answer
 from eval.stats import mean_and_ci
@@ -35,9 +36,6 @@ from sft.data import read_trajectories
 
 FREE_TOKENS = 256  # agent.run's default turn budget
 KINDS = ("call", "repeat", "invalid", "answer", "no_call", "error")
-PAIRS = ("comparison", "yesno")  # two parallel lookups: no chain of facts to follow
-
-
 def chain_targets(world: WorldIndex, question: dict) -> list[str]:
     """What each hop of a chain question makes visible: the next entity's name, last the answer."""
     try:
@@ -96,7 +94,7 @@ def points(trajectories: list[dict], questions: dict, world: WorldIndex):
         if not all(question.get(key) for key in ("type", "chain", "relations")):
             raise UserError(f"question {question['id']} has no type, chain and relations: eval.next_calls needs "
                             "the synthetic world's questions (data/questions.py)")
-        if question["type"] in PAIRS:
+        if question["type"] in PAIRED:  # two parallel lookups: no chain of facts to follow
             continue
         targets = chain_targets(world, question)
         for prefix, answers, _ in decision_points(row["messages"]):

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from agent.tools import DEFAULT_K
+from common.disk import check_disk_room
 from common.errors import UserError, cli_main
 from common.hardware import CpuShare, on_gpu
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
@@ -227,6 +228,7 @@ def main(argv=None) -> None:
     health = HealthCallback(out, HealthMonitor(min_answer_rate=script.health_min_answer_rate))
     trainer = build_trainer(script, training_args, model_args, model_path, make_dataset(questions, script.max_tool_calls),
                             retriever, rewards, [health], stop)
+    check_disk_room(out, trainer.model, training_args)
     last = resumable_checkpoint(out, identity)
     if last:
         print(f"resuming from {last}")

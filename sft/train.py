@@ -18,6 +18,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from common.disk import check_disk_room
 from common.errors import UserError, cli_main
 from common.hardware import CpuShare, on_gpu
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
@@ -375,6 +376,7 @@ def main(argv=None) -> None:
     dataset, stats, groups = make_dataset(script, training_args, model_args.model_name_or_path)
     print(f"SFT data: {json.dumps(stats)}")
     trainer = build_trainer(script, training_args, model_args, dataset, groups)
+    check_disk_room(out, trainer.model, training_args)
     last = resumable_checkpoint(out, identity)
     if last:
         print(f"resuming from {last}")

@@ -8,6 +8,7 @@ import pytest
 from agent.tools import SearchTools
 from common.errors import UserError
 from data import corrections as C
+from data.leakage import PAIRED
 from data.trajectory_oracle import Drop, Oracle, WorldIndex
 from tests.test_trajectories import setup  # noqa: F401  (the module-scoped world, datastore and questions)
 
@@ -19,7 +20,7 @@ def walks(setup):  # noqa: F811
     oracle = Oracle(WorldIndex(root / "world"), store, canonical=True, p_find_miss=0.0, p_question=0.0)
     kept = []
     for question in questions:
-        if question["type"] in C.PAIRS:
+        if question["type"] in PAIRED:
             continue
         try:
             record = oracle.build(question)

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from agent.prompt import first_messages
 from agent.tools import DEFAULT_K
 from data import trajectories as TJ
+from data.leakage import PAIRED
 from data.trajectory_oracle import cap, hit_lines, visible
 from datastore.build import DatastoreConfig, build
 from datastore.retriever import Datastore
@@ -467,7 +468,7 @@ def test_next_call_probe_reproduces_the_oracle_steps(setup, oracle_run):
     root, store, _ = setup
     kept, _, by_id = oracle_run
     world = TJ.WorldIndex(root / "world")
-    chains = [t for t in kept if t["type"] not in NC.PAIRS]
+    chains = [t for t in kept if t["type"] not in PAIRED]
     assert chains
     for t in chains:
         targets = NC.chain_targets(world, by_id[t["question_id"]])
