@@ -38,6 +38,7 @@ from data.trajectory_oracle import Drop, Oracle, WorldIndex, cap, hit_lines, sur
 from eval.metrics import best_em, extract_answer
 from sft.data import as_context, read_trajectories
 
+
 def read_so_far(messages: list[dict]) -> tuple[dict[str, str], list[str]]:
     """(doc id -> everything the tool outputs showed of it, the search queries made), as the
     oracle's Session keeps them: a search's hit lines, a find's or an open's whole output."""
