@@ -23,10 +23,9 @@ def checkpoint_bytes(model) -> tuple[int, int]:
     A peft model saves only its adapter; AdamW keeps two fp32 moments per trainable parameter.
     """
     params = list(model.parameters())  # tied weights appear once
-    trainable = sum(p.numel() for p in params if p.requires_grad)
-    trainable_bytes = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
-    weights = trainable_bytes if hasattr(model, "peft_config") else sum(p.numel() * p.element_size() for p in params)
-    return weights + 8 * trainable, weights
+    trainable = [p for p in params if p.requires_grad]
+    weights = sum(p.numel() * p.element_size() for p in (trainable if hasattr(model, "peft_config") else params))
+    return weights + 8 * sum(p.numel() for p in trainable), weights
 
 
 def checkpoints_on_disk(args) -> int:
