@@ -3,6 +3,7 @@
     python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 8 --rounds 1  # make bench-sft, ~40 min
     python -m sft.bench --steps 6 --only "bf16 autocast, loss positions, compiled"  # fp32 + compiled bf16
     python -m sft.bench --sampling --steps 8 --rounds 1   # the recipe's setup with each batch sampler
+    python -m sft.bench --freeze --steps 4 --rounds 1     # the recipe's setup with its bottom layers frozen
 
 Each setup trains a fresh copy of the model for the same steps on the same trajectories (same
 seed, so the same batches): fp32 with the full output layer (TRL's default path), with the
@@ -11,10 +12,12 @@ norms compiled (`compile_layers`; its first step includes the ~40 s compile, so 
 and that with the batch's common prompt run once (`share_prompt_prefix`); the same four under bf16
 autocast, and the compiled one with gradient checkpointing (TRL's default, which the recipes turn
 off). With --sampling it compares instead the recipe's own setup (its gradient accumulation
-included) under each `train_sampling_strategy`, against length-grouped batches. The bf16 setups
-run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x slower; --all runs them
-anyway). Rounds alternate the order to spread the machine's noise.
-Writes runs/bench/sft_throughput.{json,md} (--sampling: sft_sampling.{json,md}).
+included) under each `train_sampling_strategy`, against length-grouped batches; with --freeze, the
+recipe's setup with the embeddings and the first N decoder layers fixed (`freeze_layers`), against
+N = 0. The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
+slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise.
+Writes runs/bench/sft_throughput.{json,md} (--sampling: sft_sampling.{json,md}; --freeze:
+sft_freeze.{json,md}).
 """
 from __future__ import annotations
 
@@ -47,6 +50,8 @@ SETUPS = {  # name -> overrides
 # padding shows as lost speed. group_by_length pads least; batch_rebalance draws each step at random.
 SAMPLINGS = {f"recipe setup, {name} batches": {"train_sampling_strategy": name}
              for name in ("group_by_length", "batch_rebalance", "random")}
+# --freeze: no backward pass below the first trained layer (sft.train freeze_bottom)
+FREEZES = {f"recipe setup, {count} layers frozen": {"freeze_layers": count} for count in (0, 10, 15, 20)}
 
 
 def one_run(config: str, steps: int, overrides: dict, as_recipe: bool = False) -> dict:
@@ -108,9 +113,13 @@ def main(argv=None) -> None:
                         "e.g. --only 'bf16 autocast, loss positions, compiled'")
     parser.add_argument("--sampling", action="store_true", help="compare the recipe's setup under each batch "
                         "sampler (train_sampling_strategy) instead of the speed-ups")
+    parser.add_argument("--freeze", action="store_true", help="compare the recipe's setup with its bottom layers "
+                        "frozen (freeze_layers) instead of the speed-ups")
     args = parser.parse_args(argv)
     if args.sampling:
         return bench(args, SAMPLINGS, next(iter(SAMPLINGS)), "sft_sampling", as_recipe=True)
+    if args.freeze:
+        return bench(args, FREEZES, next(iter(FREEZES)), "sft_freeze", as_recipe=True)
     setups = {name: o for name, o in SETUPS.items() if args.all or not o["bf16"] or cpu_has_bf16_units()}
     no_bf16_units = len(setups) < len(SETUPS)
     if args.only:
@@ -143,8 +152,9 @@ def bench(args, setups: dict, baseline: str, report: str, as_recipe: bool = Fals
     rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_baseline']}x | {'n/a' if s['after_first_step'] is None else s['after_first_step']} | "
             f"{', '.join(map(str, s['runs']))} |"
             for name, s in summary.items()]
-    command = f"python -m sft.bench --config {args.config} --steps {args.steps}{' --sampling' if as_recipe else ''}"
-    what = "each sampler's own batches" if as_recipe else "same batches for each setup"
+    mode = " --sampling" if args.sampling else " --freeze" if args.freeze else ""
+    command = f"python -m sft.bench --config {args.config} --steps {args.steps}{mode}"
+    what = "each sampler's own batches" if args.sampling else "same batches for each setup"
     table = "\n".join([f"SFT throughput (`{command}`), full fine-tuning, {what}:", "",
                        f"| setup | tokens/s (mean) | vs {baseline} | tokens/s after the first step | per round |",
                        "|---|---|---|---|---|", *rows, ""])

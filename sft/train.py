@@ -51,6 +51,10 @@ class SFTScriptArguments:
         "help": "off; add: each missed-evidence row (make data P_MISS=P) gets its other side, the trajectory up to "
                 "the same search's output showing the fact and the oracle's next turn, drawn in one step with it; "
                 "only: train on those pairs alone (a drill from an SFT checkpoint). sft/data.py shown_rows"})
+    freeze_layers: int = field(default=0, metadata={
+        "help": "keep the input embeddings and the first N decoder layers fixed: no backward pass below layer N, "
+                "so each step costs less (full fine-tuning of the rest; with tied embeddings the output layer "
+                "stays fixed too). 0 trains every layer"})
     cpu_bf16: str = field(default="auto", metadata={
         "help": "auto: on a CPU train in fp32 even with bf16 set unless a matmul probe finds bf16 faster "
                 "(common/hardware.py; emulated bf16 is ~24x slower); always: keep bf16"})
@@ -66,6 +70,11 @@ def build_trainer(script, training_args, model_args, train_set, groups: list[int
     from sft.data import decision_marker
 
     model, tokenizer = load_model(model_args.model_name_or_path, dtype=model_args.dtype or "float32")
+    if script.freeze_layers:
+        if model_args.use_peft:
+            raise UserError("freeze_layers is for full fine-tuning (LoRA already keeps the base weights fixed); "
+                            "set freeze_layers: 0 or use_peft: false")
+        freeze_bottom(model, script.freeze_layers)
     if script.compile_layers:
         compile_decoder_layers(model)
     tokenizer = prepare_tokenizer(tokenizer)
@@ -102,6 +111,20 @@ def build_trainer(script, training_args, model_args, train_set, groups: list[int
                                             processing_class=tokenizer, peft_config=peft_config)
     trainer.twin_groups = groups
     return trainer
+
+
+def freeze_bottom(model, count: int) -> None:
+    """Fix the input embeddings and the first `count` decoder layers. Nothing below layer `count`
+    then needs a gradient, so autograd builds no backward pass through them: the step's backward
+    shrinks by the frozen share of the layers, and the optimizer holds no moments for them."""
+    layers = getattr(model.get_decoder(), "layers", None)
+    if layers is None:
+        raise UserError(f"freeze_layers: {type(model).__name__} has no decoder .layers; set freeze_layers: 0")
+    if not 0 <= count < len(layers):
+        raise UserError(f"freeze_layers must be between 0 and {len(layers) - 1} (the model has {len(layers)} "
+                        f"decoder layers), got {count}")
+    for module in [model.get_input_embeddings(), *layers[:count]]:
+        module.requires_grad_(False)
 
 
 def seeded_batches(trainer_class):
@@ -310,6 +333,14 @@ def rows_text(stats: dict) -> str:
     return f"{stats['used']} rows: {whole} trajectories{extra} and {stats['first_turns']} of their first turns alone (first_turns)"
 
 
+def method_text(use_peft: bool, frozen_layers: int) -> str:
+    if use_peft:
+        return "LoRA"
+    if frozen_layers:
+        return f"full fine-tuning above the input embeddings and the first {frozen_layers} decoder layers (kept fixed)"
+    return "full fine-tuning"
+
+
 def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:
     from transformers import AutoTokenizer
 
@@ -334,12 +365,12 @@ NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_token
 def script_settings(script) -> dict:
     """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
     the bf16 actually used is in the training arguments, so it is left out; decision_loss_weight
-    share_prompt_prefix, first_turns and evidence_pairs only where they are set, so runs made before the keys existed
+    share_prompt_prefix, first_turns, freeze_layers and evidence_pairs only where they are set, so runs made before the keys existed
     keep their fingerprint."""
     settings = {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
     if settings["decision_loss_weight"] == 1.0:
         del settings["decision_loss_weight"]
-    for key in ("share_prompt_prefix", "first_turns"):
+    for key in ("share_prompt_prefix", "first_turns", "freeze_layers"):
         if not settings[key]:
             del settings[key]
     if settings["evidence_pairs"] == "off":
@@ -389,7 +420,7 @@ def main(argv=None) -> None:
     seen = trainer.state.global_step * batch
     card = {**stats, "name": out.name, "base": model_args.model_name_or_path, "trajectories": script.trajectories,
             "dropped": stats["dropped_too_long"], "rows": rows_text(stats),
-            "method": "LoRA" if model_args.use_peft else "full fine-tuning",
+            "method": method_text(model_args.use_peft, script.freeze_layers),
             "steps": trainer.state.global_step, "lr": training_args.learning_rate,
             "batch": batch,
             "max_length": training_args.max_length, "seed": training_args.seed, "seconds": seconds,

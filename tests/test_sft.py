@@ -201,6 +201,41 @@ def test_tiny_sft_lowers_loss_resumes_and_reloads(tmp_path, store, tiny, device)
     assert episode.done and episode.tokens_generated >= 1
 
 
+@pytest.mark.parametrize("checkpointing", [[], ["--gradient_checkpointing", "true", "--share_prompt_prefix", "false"]])
+def test_frozen_layers_stay_fixed_and_the_rest_trains(tmp_path, store, tiny, checkpointing):  # noqa: F811
+    """Also under gradient checkpointing, whose recomputed layers get no gradient when nothing below them needs one."""
+    import torch
+
+    from agent.models import load_model
+    from sft.train import main
+
+    base, _ = tiny
+    data = write_trajectories(tmp_path / "t.jsonl", store)
+    main(sft_args(tmp_path, data, "--max_steps", "3", "--freeze_layers", "1", *checkpointing))
+    trained, _ = load_model(str(tmp_path / "sft/final"))
+    before, after = base.state_dict(), trained.state_dict()
+    frozen = [k for k in before if k.startswith(("model.embed_tokens.", "model.layers.0.", "lm_head."))]
+    rest = [k for k in before if k.startswith("model.layers.1.") and k.endswith("weight")]
+    assert frozen and rest
+    assert all(torch.equal(before[k], after[k]) for k in frozen)
+    assert all(not torch.equal(before[k], after[k]) for k in rest)
+    assert "first 1 decoder layers (kept fixed)" in (tmp_path / "sft/final/README.md").read_text()
+    summary = json.loads((tmp_path / "sft/train_summary.json").read_text())
+    assert summary["loss_history"][-1]["loss"] < summary["loss_history"][0]["loss"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--freeze_layers", "2"], "freeze_layers must be between 0 and 1"),
+    (["--freeze_layers", "1", "--use_peft", "true"], "set freeze_layers: 0 or use_peft: false"),
+])
+def test_freeze_layers_refuses_what_it_cannot_do(tmp_path, store, extra, message):  # noqa: F811
+    from sft.train import main
+
+    data = write_trajectories(tmp_path / "t.jsonl", store)
+    with pytest.raises(UserError, match=message):
+        main(sft_args(tmp_path, data, "--max_steps", "1", *extra))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_loss_positions_trainer_matches_full_loss(tmp_path, store, tiny, device):  # noqa: F811
     import copy
