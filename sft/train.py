@@ -71,9 +71,6 @@ def build_trainer(script, training_args, model_args, train_set, groups: list[int
 
     model, tokenizer = load_model(model_args.model_name_or_path, dtype=model_args.dtype or "float32")
     if script.freeze_layers:
-        if model_args.use_peft:
-            raise UserError("freeze_layers is for full fine-tuning (LoRA already keeps the base weights fixed); "
-                            "set freeze_layers: 0 or use_peft: false")
         freeze_bottom(model, script.freeze_layers)
     if script.compile_layers:
         compile_decoder_layers(model)
@@ -113,13 +110,19 @@ def build_trainer(script, training_args, model_args, train_set, groups: list[int
     return trainer
 
 
+def decoder_layers(model, key: str, off: str):
+    """The model's decoder layers, or one line naming the recipe key that needs them and its off value."""
+    layers = getattr(model.get_decoder(), "layers", None)
+    if layers is None:
+        raise UserError(f"{key}: {type(model).__name__} has no decoder .layers; set {key}: {off}")
+    return layers
+
+
 def freeze_bottom(model, count: int) -> None:
     """Fix the input embeddings and the first `count` decoder layers. Nothing below layer `count`
     then needs a gradient, so autograd builds no backward pass through them: the step's backward
     shrinks by the frozen share of the layers, and the optimizer holds no moments for them."""
-    layers = getattr(model.get_decoder(), "layers", None)
-    if layers is None:
-        raise UserError(f"freeze_layers: {type(model).__name__} has no decoder .layers; set freeze_layers: 0")
+    layers = decoder_layers(model, "freeze_layers", "0")
     if not 0 <= count < len(layers):
         raise UserError(f"freeze_layers must be between 0 and {len(layers) - 1} (the model has {len(layers)} "
                         f"decoder layers), got {count}")
@@ -192,11 +195,7 @@ def compile_decoder_layers(model) -> None:
     per-layer cache index makes a compiled attention recompile for every layer. Measured here
     (stop 23), the compiled MLP and norms ran faster than whole compiled layers. Module.compile
     keeps the parameter names, so checkpoints are unchanged."""
-    layers = getattr(model.get_decoder(), "layers", None)
-    if layers is None:
-        raise UserError(f"compile_layers: {type(model).__name__} has no decoder .layers to compile; "
-                        "set compile_layers: false")
-    for layer in layers:
+    for layer in decoder_layers(model, "compile_layers", "false"):
         for name, part in layer.named_children():
             if name not in ATTENTION_NAMES:
                 part.compile(dynamic=True)
@@ -402,6 +401,9 @@ def main(argv=None) -> None:
         raise UserError(f"evidence_pairs must be off, add or only, got {script.evidence_pairs!r}")
     if script.evidence_pairs == "only" and script.first_turns:
         raise UserError("evidence_pairs: only trains on the pairs alone, so first_turns would be dropped; set one of the two off")
+    if script.freeze_layers and model_args.use_peft:
+        raise UserError("freeze_layers is for full fine-tuning (LoRA already keeps the base weights fixed); "
+                        "set freeze_layers: 0 or use_peft: false")
     if script.decision_loss_weight <= 0:
         raise UserError(f"decision_loss_weight must be > 0 (1 is plain SFT), got {script.decision_loss_weight}")
     dataset, stats, groups = make_dataset(script, training_args, model_args.model_name_or_path)
