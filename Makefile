@@ -97,7 +97,9 @@ eval: data
 # markdown / CSV / LaTeX tables and plots in runs/tables/ and the README from the recipes' own runs (runs/<recipe>/
 # and its RL seeds, make rl eval RL_SEED=1, pooled with the default run). An experiment's run beside them joins
 # only when named, so a probe run cannot pass for a recipe stage: make tables TABLE_RUNS="smollm2-135m smollm2-135m-x"
-TABLE_RUNS ?= $(patsubst recipes/%/sft.yaml,%,$(wildcard recipes/*/sft.yaml)) $(notdir $(wildcard runs/*-rlseed*))
+RECIPES := $(patsubst recipes/%/sft.yaml,%,$(wildcard recipes/*/sft.yaml))
+# a recipe's own RL seeds (runs/<recipe>-rlseedN), not an experiment's (runs/<recipe>-<experiment>-rlseedN)
+TABLE_RUNS ?= $(RECIPES) $(foreach recipe,$(RECIPES),$(notdir $(wildcard runs/$(recipe)-rlseed*)))
 SEED_RUNS = $(if $(wildcard runs/$(MODEL)/rl/eval/*/metrics.json),$(sort $(foreach result,\
 	$(wildcard runs/$(MODEL)-rlseed*/rl/eval/*/metrics.json),$(word 2,$(subst /, ,$(result))))))
 tables: setup

@@ -25,6 +25,7 @@ class Result:
     benchmark: str
     records: list[dict] = field(repr=False)
     metrics: dict = field(repr=False)
+    checkpoint: str | None = None  # digest of the weights evaluated (eval.run's fingerprint.json), where recorded
 
     @property
     def overall(self) -> dict:
@@ -61,7 +62,9 @@ def load_result(folder: Path, benchmarks: dict, cache: dict) -> Result | str:
     for record in records:  # the joint group the SFT goals are stated on (e.g. sft-pool phrasings, 2 hops)
         if record.get("pool") is not None and record.get("hops") is not None:
             record["pool_hops"] = f"{record['pool']} {record['hops']}-hop"
-    return Result(run, stage, benchmark, records, metrics)
+    fingerprint = folder / "fingerprint.json"
+    checkpoint = json.loads(fingerprint.read_text()).get("model") if fingerprint.exists() else None
+    return Result(run, stage, benchmark, records, metrics, checkpoint)
 
 
 def selected(runs: Path, pattern: str, only: set[str] | None = None) -> list[Path]:

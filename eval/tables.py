@@ -167,15 +167,25 @@ def paired_row(run: str, label: str, group: str, new: list[list[dict]], old: lis
             f"{change:+.0%} [{c_low:+.0%}, {c_high:+.0%}]", f"{old_calls.mean():.2f} -> {new_calls.mean():.2f}"]
 
 
-def rl_starts(runs: Path) -> dict[tuple[str, str], tuple[str, str]]:
-    """(run, RL stage) -> (run, stage) of the checkpoint it started from, as its train_summary.json names it
-    (runs/<run>/<stage>/final): an RL run with another seed or data pairs with the SFT it started from."""
+def rl_starts(runs: Path) -> dict[tuple[str, str], tuple[str, str, str | None]]:
+    """(run, RL stage) -> (run, stage, weights digest) of the checkpoint it started from, as its train_summary.json
+    names it (runs/<run>/<stage>/final; the digest since stop 46, else None): an RL run with another seed or data
+    pairs with the SFT it started from."""
     starts = {}
     for summary in runs.glob("*/*/train_summary.json"):
-        start = Path(_read(summary).get("start") or "")
+        recorded = _read(summary)
+        start = Path(recorded.get("start") or "")
         if len(start.parts) >= 3 and start.name == "final":
-            starts[(summary.parent.parent.name, summary.parent.name)] = (start.parts[-3], start.parts[-2])
+            starts[(summary.parent.parent.name, summary.parent.name)] = (start.parts[-3], start.parts[-2],
+                                                                         recorded.get("start_weights"))
     return starts
+
+
+def retrained_since(old: dict[str, Result], source: tuple | None) -> bool:
+    """The SFT stage evaluated is not the checkpoint the RL run started from: SFT was trained again after RL
+    (same folder, other weights), and pairing the two would count the new SFT's change as RL's."""
+    digest = source[2] if source else None
+    return bool(digest) and any(result.checkpoint not in (None, digest) for result in old.values())
 
 
 def comparison_groups(new: dict[str, Result], old: dict[str, Result]) -> list[tuple[str, list[str]]]:
@@ -193,7 +203,17 @@ def pairs_for(rows: dict, starts: dict, run: str, stage: str, against: str):
     source = starts.get((run, CALIBRATED_STAGES.get(stage, stage))) if against in ("sft", "sft_stop") else None
     old_key = (source[0], against) if source and source[1] == "sft" else (run, against)
     new, old = rows.get((run, stage)), rows.get(old_key)
-    return (new, old) if new and old else None
+    return (new, old) if new and old and not retrained_since(old, source) else None
+
+
+def unpaired_reason(rows: dict, starts: dict, run: str, stage: str) -> str:
+    source = starts.get((run, CALIBRATED_STAGES.get(stage, stage)))
+    sft = source[:2] if source and source[1] == "sft" else (run, "sft")
+    if sft in rows and retrained_since(rows[sft], source):
+        return (f"no paired row for {run}/{stage}: it started from other weights than the SFT evaluated at "
+                f"runs/{'/'.join(sft)} (trained again since); rerun `make rl` (and its evaluation) from the new SFT")
+    return (f"no paired row for {run}/{stage}: the SFT it started from ({'/'.join(sft)}) has no evaluation; "
+            f"evaluate it with `python -m eval.run ... --run_name {sft[0]} --stages sft`")
 
 
 def paired_table(results: list[Result], starts: dict | None = None, seed_pools: list[list[str]] = (),
@@ -206,9 +226,7 @@ def paired_table(results: list[Result], starts: dict | None = None, seed_pools: 
         for wanted, against, label in COMPARISONS:
             pair = pairs_for(rows, starts, run, stage, against) if stage == wanted else None
             if stage == wanted and against == "sft" and not pair:
-                sft = starts.get((run, stage), (run, "sft"))
-                log(f"no paired row for {run}/{stage}: the SFT it started from ({'/'.join(sft)}) has no evaluation; "
-                    f"evaluate it with `python -m eval.run ... --run_name {sft[0]} --stages sft`")
+                log(unpaired_reason(rows, starts, run, stage))
             for group, members in comparison_groups(*pair) if pair else []:
                 new, old = paired_records(*pair, members)
                 if new:
@@ -253,9 +271,12 @@ def versus_rows(rows: dict, new_runs: list[str], old_runs: list[str]) -> list[li
 
 
 def same_models(news: list[dict[str, Result]], olds: list[dict[str, Result]]) -> bool:
-    """Whether two sides' evaluations ran the same models (as their metrics.json name them)."""
-    new, old = ({result.metrics.get("run", {}).get("model") for stage in side for result in stage.values()}
-                for side in (news, olds))
+    """Whether two sides' evaluations ran the same models: the same weights where eval.run recorded their
+    digest (a folder moved or trained again keeps its path, not its weights), else the same path."""
+    def models(side):
+        return {result.checkpoint or result.metrics.get("run", {}).get("model") for stage in side for result in stage.values()}
+
+    new, old = models(news), models(olds)
     return None not in new | old and new == old
 
 

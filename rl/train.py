@@ -251,7 +251,7 @@ def main(argv=None) -> None:
             "warnings": "".join(f"\n  - {w}" for w in health.warnings)}
     save_final(trainer, model_path, out / "final", card)
     atomic_write_json(out / "train_summary.json", {
-        "fingerprint": digest, "stats": stats, "start": model_path, "global_step": trainer.state.global_step, "resumed_from": last,
+        "fingerprint": digest, "stats": stats, "start": model_path, "start_weights": weights, "global_step": trainer.state.global_step, "resumed_from": last,
         "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1), "cpu_share": cpu_share,
         "device": str(trainer.model.device), "seconds_per_step": round(seconds / steps_now, 2), "health_warnings": health.warnings,
         "log_history": [row for row in trainer.state.log_history if "reward" in row],

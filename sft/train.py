@@ -55,6 +55,10 @@ class SFTScriptArguments:
         "help": "keep the input embeddings and the first N decoder layers fixed: no backward pass below layer N, "
                 "so each step costs less (full fine-tuning of the rest; with tied embeddings the output layer "
                 "stays fixed too). 0 trains every layer"})
+    max_train_minutes: float = field(default=0.0, metadata={
+        "help": "train at most this many minutes: max_steps becomes a cap, the LR schedule runs on the share of "
+                "the time spent, and training stops before a step would end past it (common/budget.py). "
+                "0: max_steps alone"})
     cpu_bf16: str = field(default="auto", metadata={
         "help": "auto: on a CPU train in fp32 even with bf16 set unless a matmul probe finds bf16 faster "
                 "(common/hardware.py; emulated bf16 is ~24x slower); always: keep bf16"})
@@ -296,7 +300,16 @@ def plot_loss(log_history: list[dict], path: Path) -> None:
     decisions = [(row["step"], row["decision_loss"]) for row in log_history if "decision_loss" in row]
     if decisions:
         ax.plot(*zip(*decisions), marker=".", label="decision tokens (unweighted)")
-        ax.legend()
+    lines = ax.get_lines()
+    rates = [(row["step"], row["learning_rate"]) for row in log_history if "learning_rate" in row and "loss" in row]
+    if rates:  # with a time budget the schedule follows the clock, so show where it went
+        lr_axis = ax.twinx()
+        lines += lr_axis.plot(*zip(*rates), color="gray", linestyle="--", label="learning rate (right)")
+        lr_axis.set_ylabel("learning rate", color="gray")
+        lr_axis.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    if len(lines) > 1:  # on the top axis, so no line is drawn over it
+        (lr_axis if rates else ax).legend(lines, [line.get_label() for line in lines], loc="upper right",
+                                          fontsize="small", framealpha=1)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
     ax.set_title("SFT loss")
@@ -313,7 +326,7 @@ Search agent fine-tuned with this recipe's SFT stage (TRL SFTTrainer, loss on as
 - base model: `{base}`
 - trained on: `{trajectories}` ({rows}, {tokens} tokens of which {loss_tokens} carry loss;
   {dropped} dropped as longer than max_length); seen in training: {seen} rows ({seen_share:.0%} of them)
-- method: {method}, {steps} steps, learning rate {lr}, effective batch {batch}, max_length {max_length}, seed {seed}
+- method: {method}, {steps} steps{stopped}, learning rate {lr}, effective batch {batch}, max_length {max_length}, seed {seed}
 - wall time: {seconds:.0f} s ({tokens_per_s:.0f} tokens/s)
 - chat template: ChatML with hermes `<tool_call>` tools (TRL's Qwen2.5 template); tools: search, open, find
 - evaluate with: `python -m agent.run --model {out} --questions ... --out ...`
@@ -340,6 +353,28 @@ def method_text(use_peft: bool, frozen_layers: int) -> str:
     return "full fine-tuning"
 
 
+def add_time_budget(trainer, minutes: float) -> None:
+    from common.budget import TimeBudget
+
+    # the budget's spent time rides in each checkpoint's trainer_state.json; restored only with this flag
+    trainer.args.restore_callback_states_from_checkpoint = True
+    trainer.add_callback(TimeBudget(minutes))
+
+
+def stop_reason(trainer, minutes: float) -> dict:
+    """Why training ended, for the summary and the model card: the budget (restored on resume as a new
+    callback object, so looked up again) or the step count."""
+    from common.budget import TimeBudget
+
+    if not minutes:
+        return {"by": "max_steps", "spent": None, "text": ""}
+    budget = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, TimeBudget))
+    spent = round(budget.elapsed() / 60, 2)
+    if budget.stopped_early:
+        return {"by": "time budget", "spent": spent, "text": f" (stopped by the {minutes:g}-minute time budget)"}
+    return {"by": "max_steps", "spent": spent, "text": f" (max_steps reached within the {minutes:g}-minute time budget)"}
+
+
 def save_final(trainer, tokenizer_source: str, out: Path, card: dict) -> None:
     from transformers import AutoTokenizer
 
@@ -364,12 +399,12 @@ NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_token
 def script_settings(script) -> dict:
     """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
     the bf16 actually used is in the training arguments, so it is left out; decision_loss_weight
-    share_prompt_prefix, first_turns, freeze_layers and evidence_pairs only where they are set, so runs made before the keys existed
+    share_prompt_prefix, first_turns, freeze_layers, max_train_minutes and evidence_pairs only where they are set, so runs made before the keys existed
     keep their fingerprint."""
     settings = {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
     if settings["decision_loss_weight"] == 1.0:
         del settings["decision_loss_weight"]
-    for key in ("share_prompt_prefix", "first_turns", "freeze_layers"):
+    for key in ("share_prompt_prefix", "first_turns", "freeze_layers", "max_train_minutes"):
         if not settings[key]:
             del settings[key]
     if settings["evidence_pairs"] == "off":
@@ -404,6 +439,8 @@ def main(argv=None) -> None:
     if script.freeze_layers and model_args.use_peft:
         raise UserError("freeze_layers is for full fine-tuning (LoRA already keeps the base weights fixed); "
                         "set freeze_layers: 0 or use_peft: false")
+    if script.max_train_minutes < 0:
+        raise UserError(f"max_train_minutes must be >= 0 (0 trains max_steps steps), got {script.max_train_minutes}")
     if script.decision_loss_weight <= 0:
         raise UserError(f"decision_loss_weight must be > 0 (1 is plain SFT), got {script.decision_loss_weight}")
     dataset, stats, groups = make_dataset(script, training_args, model_args.model_name_or_path)
@@ -413,8 +450,11 @@ def main(argv=None) -> None:
     last = resumable_checkpoint(out, identity)
     if last:
         print(f"resuming from {last}")
+    if script.max_train_minutes:
+        add_time_budget(trainer, script.max_train_minutes)
     cpu = CpuShare()
     result = trainer.train(resume_from_checkpoint=last)
+    budget = stop_reason(trainer, script.max_train_minutes)
     seconds = cpu.seconds()
     cpu_share = cpu.report(on_cpu=training_args.use_cpu or not on_gpu())
     final = out / "final"
@@ -422,7 +462,7 @@ def main(argv=None) -> None:
     seen = trainer.state.global_step * batch
     card = {**stats, "name": out.name, "base": model_args.model_name_or_path, "trajectories": script.trajectories,
             "dropped": stats["dropped_too_long"], "rows": rows_text(stats),
-            "method": method_text(model_args.use_peft, script.freeze_layers),
+            "method": method_text(model_args.use_peft, script.freeze_layers), "stopped": budget["text"],
             "steps": trainer.state.global_step, "lr": training_args.learning_rate,
             "batch": batch,
             "max_length": training_args.max_length, "seed": training_args.seed, "seconds": seconds,
@@ -432,7 +472,8 @@ def main(argv=None) -> None:
     plot_loss(trainer.state.log_history, out / "loss.png")
     atomic_write_json(out / "train_summary.json", {
         "fingerprint": digest, "stats": stats, "trajectories_seen": seen, "train_runtime": result.metrics.get("train_runtime"), "wall_seconds": round(seconds, 1), "cpu_share": cpu_share,
-        "global_step": trainer.state.global_step, "resumed_from": last, "device": str(trainer.model.device),
+        "global_step": trainer.state.global_step, "stopped_by": budget["by"], "budget_minutes_spent": budget["spent"],
+        "resumed_from": last, "device": str(trainer.model.device),
         "loss_history": [row for row in trainer.state.log_history if "loss" in row],
         "args": {k: v for k, v in asdict(script).items()}})
     print(f"saved {final} ({trainer.state.global_step} steps, {seconds:.0f}s); loss curve {out / 'loss.png'}")

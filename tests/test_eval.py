@@ -199,6 +199,13 @@ def test_a_variant_pairs_with_its_base_stage_by_stage_question_by_question(fixtu
         (out / "metrics.json").write_text(json.dumps({**metrics, "run": {**metrics["run"], "model": "tiny"}}))
     tables = {t.name: t for t in build_tables(fixture_runs, log=lambda line: None, versus=[["v+v1", "m+m-rlseed1"], ["v1", "m"]])}
     rows = {(row[0], row[1], row[2]): row for row in tables["paired"].rows}
+    assert ("v1", "base (tools): against m", "world_test") not in rows
+    for run, weights in (("v1", "aaa"), ("m", "bbb")):  # the same path, other weights (retrained, or a folder moved)
+        (fixture_runs / run / "base/eval/world_test/fingerprint.json").write_text(json.dumps({"model": weights}))
+    retrained = build_tables(fixture_runs, log=lambda line: None, versus=[["v1", "m"]])
+    assert any(row[1] == "base (tools): against m" for table in retrained if table.name == "paired" for row in table.rows)
+    for run in ("v1", "m"):
+        (fixture_runs / run / "base/eval/world_test/fingerprint.json").unlink()
     pooled = rows[("v + v1", "SFT+RL: against m + m-rlseed1", "world_test")]  # the one stage all four runs have
     # v (EM 0.75) pairs with m (1.0), v1 (1.0) with m-rlseed1 (0.5): 0.75 -> 0.875
     assert pooled[3:5] == ["4 x 2", "0.750 -> 0.875"] and pooled[6] == "70 -> 40"
@@ -861,3 +868,18 @@ def test_answer_threshold_opens_the_turn_with_the_tag_after_tool_outputs_only(ti
     assert backend.forced_answers == 1 and after_tool.tokens == unforced.tokens + len(backend.answer_tag)
     backend.answer_threshold = p * 2
     assert backend.complete([messages], None)[0].text == unforced.text and backend.forced_answers == 1
+
+
+def test_rl_is_not_paired_with_an_sft_trained_again_after_it(fixture_runs):
+    """RL records the weights it started from; an SFT evaluated with other weights at the same path is a
+    later SFT, and pairing the two would count that SFT's change as RL's."""
+    from eval.tables import build_tables
+
+    (fixture_runs / "m/rl/train_summary.json").write_text(json.dumps({"start": "runs/m/sft/final", "start_weights": "aaa"}))
+    for weights, paired in (("aaa", True), ("bbb", False)):
+        (fixture_runs / "m/sft/eval/world_test/fingerprint.json").write_text(json.dumps({"model": weights}))
+        lines = []
+        rows = build_tables(fixture_runs, log=lines.append)
+        labels = {(row[0], row[1]) for table in rows if table.name == "paired" for row in table.rows}
+        assert (("m", "SFT+RL vs SFT") in labels) == paired
+        assert any("trained again since" in line for line in lines) == (not paired)
