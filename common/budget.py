@@ -5,7 +5,8 @@ one 2-core machine and 33-35 on others, while 160 steps fit 30 minutes on the AM
 43-45 and answered more (issue 4's slices 0.31 and 0.20 against 0.25 and 0.10). With a budget,
 `max_steps` becomes a cap and the schedule runs on the share of the budget spent: the learning
 rate the recipe's scheduler would give at step `max(step, spent / budget * max_steps)`, so
-warmup and cosine decay play out over the time, whatever the speed. Training stops before the
+warmup and cosine decay play out over the time, whatever the speed (transformers' LambdaLR schedules:
+linear, cosine, constant and the like; not reduce_lr_on_plateau). Training stops before the
 next step would end past the budget (predicted from the mean of the last steps). The time spent
 is saved in each checkpoint (transformers' ExportableState), so a run resumed after a kill has
 the budget it had left at its last checkpoint. Under several processes every rank follows rank 0's
@@ -59,7 +60,7 @@ class TimeBudget(TrainerCallback, ExportableState):
         self._start = self._last = self._clock()
         self._elapsed = self.spent  # a restored callback gets `spent` set after its __init__
         if lr_scheduler is None or not hasattr(lr_scheduler, "lr_lambdas"):
-            raise UserError("max_train_minutes needs one of transformers' schedulers (lr_scheduler_type); this run has "
+            raise UserError("max_train_minutes needs a LambdaLR schedule (lr_scheduler_type linear, cosine, constant, ...); this run has "
                             f"{type(lr_scheduler).__name__}: set max_train_minutes: 0 and a max_steps")
         planned, max_steps = list(lr_scheduler.lr_lambdas), state.max_steps
         lr_scheduler.lr_lambdas = [lambda step, f=f: f(self.progress(step, max_steps)) for f in planned]
@@ -78,6 +79,10 @@ class TimeBudget(TrainerCallback, ExportableState):
     def on_step_end(self, args, state, control, **kwargs):
         if self._elapsed + self._next_step > self.budget and state.global_step < state.max_steps:
             control.should_training_stop = True
+            # as at max_steps: the last steps' loss is logged and they are checkpointed (resumable)
+            control.should_log = True
+            strategy = getattr(args, "save_strategy", "no")
+            control.should_save = getattr(strategy, "value", strategy) == "steps"
             self.stopped_early = True
             print(f"time budget: stopping after step {state.global_step} of at most {state.max_steps} "
                   f"({self._elapsed / 60:.1f} of {self.budget / 60:g} minutes spent)")

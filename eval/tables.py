@@ -184,7 +184,7 @@ def rl_starts(runs: Path) -> dict[tuple[str, str], tuple[str, str, str | None]]:
 def retrained_since(old: dict[str, Result], source: tuple | None) -> bool:
     """The SFT stage evaluated is not the checkpoint the RL run started from: SFT was trained again after RL
     (same folder, other weights), and pairing the two would count the new SFT's change as RL's."""
-    digest = source[2] if source else None
+    digest = source[2] if source and source[1] == "sft" else None  # other starts pair with the run's own SFT
     return bool(digest) and any(result.checkpoint not in (None, digest) for result in old.values())
 
 

@@ -148,6 +148,8 @@ def test_tiny_sft_stops_on_its_budget_and_a_resumed_run_keeps_the_time_spent(tmp
     assert summary["resumed_from"].endswith("checkpoint-3")
     assert summary["global_step"] == 4 and summary["stopped_by"] == "time budget"
     assert summary["budget_minutes_spent"] >= 10
+    assert summary["loss_history"][-1]["step"] == 4  # the stopped step is logged and checkpointed, as at max_steps
+    assert (tmp_path / "sft/checkpoint-4").is_dir()
     card = (tmp_path / "sft/final/README.md").read_text()
     assert "4 steps (stopped by the 10-minute time budget)" in card
 

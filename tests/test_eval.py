@@ -883,3 +883,7 @@ def test_rl_is_not_paired_with_an_sft_trained_again_after_it(fixture_runs):
         labels = {(row[0], row[1]) for table in rows if table.name == "paired" for row in table.rows}
         assert (("m", "SFT+RL vs SFT") in labels) == paired
         assert any("trained again since" in line for line in lines) == (not paired)
+    # started from another stage's checkpoint: paired with the run's own SFT, whose weights it never claimed
+    (fixture_runs / "m/rl/train_summary.json").write_text(json.dumps({"start": "runs/m/rl0/final", "start_weights": "zzz"}))
+    tables = build_tables(fixture_runs, log=lambda line: None)
+    assert ("m", "SFT+RL vs SFT") in {(row[0], row[1]) for table in tables if table.name == "paired" for row in table.rows}
