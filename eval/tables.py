@@ -182,9 +182,10 @@ def rl_starts(runs: Path) -> dict[tuple[str, str], tuple[str, str, str | None]]:
 
 
 def retrained_since(old: dict[str, Result], source: tuple | None) -> bool:
-    """The SFT stage evaluated is not the checkpoint the RL run started from: SFT was trained again after RL
-    (same folder, other weights), and pairing the two would count the new SFT's change as RL's."""
-    digest = source[2] if source and source[1] == "sft" else None  # other starts pair with the run's own SFT
+    """The SFT stage evaluated is not the checkpoint the RL run started from (`source`, from paired_sft):
+    SFT was trained again after RL (same folder, other weights), and pairing the two would count the new
+    SFT's change as RL's."""
+    digest = source[2] if source else None
     return bool(digest) and any(result.checkpoint not in (None, digest) for result in old.values())
 
 
@@ -197,18 +198,24 @@ def comparison_groups(new: dict[str, Result], old: dict[str, Result]) -> list[tu
     return [(b, [b]) for b in common] + pools + every
 
 
+def paired_sft(starts: dict, run: str, stage: str, against: str) -> tuple[tuple[str, str], tuple | None]:
+    """The (run, stage) an RL stage pairs with against an SFT stage, and the SFT checkpoint it started
+    from where its train_summary.json names one (rl_stop decodes rl's); else the run's own stage and None."""
+    source = starts.get((run, CALIBRATED_STAGES.get(stage, stage))) if against in ("sft", "sft_stop") else None
+    if source and source[1] == "sft":
+        return (source[0], against), source
+    return (run, against), None
+
+
 def pairs_for(rows: dict, starts: dict, run: str, stage: str, against: str):
     """(new stage, old stage) results, or None: SFT is the one RL started from where that is recorded."""
-    # against an SFT stage: that stage of the SFT run the checkpoint started from (rl_stop decodes rl's)
-    source = starts.get((run, CALIBRATED_STAGES.get(stage, stage))) if against in ("sft", "sft_stop") else None
-    old_key = (source[0], against) if source and source[1] == "sft" else (run, against)
+    old_key, source = paired_sft(starts, run, stage, against)
     new, old = rows.get((run, stage)), rows.get(old_key)
     return (new, old) if new and old and not retrained_since(old, source) else None
 
 
 def unpaired_reason(rows: dict, starts: dict, run: str, stage: str) -> str:
-    source = starts.get((run, CALIBRATED_STAGES.get(stage, stage)))
-    sft = source[:2] if source and source[1] == "sft" else (run, "sft")
+    sft, source = paired_sft(starts, run, stage, "sft")
     if sft in rows and retrained_since(rows[sft], source):
         return (f"no paired row for {run}/{stage}: it started from other weights than the SFT evaluated at "
                 f"runs/{'/'.join(sft)} (trained again since); rerun `make rl` (and its evaluation) from the new SFT")
