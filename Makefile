@@ -29,7 +29,7 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data sft stop-fit probe-sets miss-sets pass-rate rl rl-nolen eval tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow test-gpu clean-checkpoints clean
+.PHONY: all setup world datastore data sft stop-fit probe-sets miss-sets pass-rate rl rl-nolen eval goals tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow test-gpu clean-checkpoints clean
 
 all: setup datastore data sft stop-fit rl eval tables
 
@@ -93,6 +93,12 @@ rl-nolen: $(RL_NEEDS)
 eval: data
 	$(PY) -m data.realsets --dataset hotpotqa_dev500 --retrievers bm25
 	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen --baselines "")
+
+# issue 4's goals: every trained stage on the goal slices in full (eval.run.SLICES; ~9 min per stage here), then
+# each goal beside its measured value and interval in runs/<run>/goals.md (RL_SEED=1: that seed's RL stages)
+goals: data
+	$(PY) -m eval.run --config recipes/$(MODEL)/goals.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen)
+	$(PY) -m eval.goals --run $(RL_RUN)
 
 # markdown / CSV / LaTeX tables and plots in runs/tables/ and the README from the recipes' own runs (runs/<recipe>/
 # and its RL seeds, make rl eval RL_SEED=1, pooled with the default run). An experiment's run beside them joins

@@ -1,6 +1,7 @@
 """How often an agent's turns do what the oracle would do from the same state, per benchmark.
 
     python -m eval.expert_agreement smollm2-135m/sft smollm2-135m-fix96/sft --out runs/diagnostics/agreement.json
+    python -m eval.expert_agreement smollm2-135m/sft --benchmarks world_test_sft_le2hop world_test_heldout_2hop
 
 For each named `run/stage`, the episodes `make eval` wrote for the synthetic benchmarks
 (runs/<run>/<stage>/eval/world_test*/predictions.jsonl), chain questions only. Each assistant turn
@@ -33,10 +34,12 @@ from data.corrections import Expert, verdicts_of
 from data.leakage import PAIRED
 from data.trajectory_oracle import Drop, Oracle, WorldIndex
 from eval.metrics import best_em
-from eval.run import BENCHMARKS
+from eval.run import BENCHMARKS, SLICES
 from eval.stats import mean_and_ci
 
 SYNTHETIC = [name for name, (_, store) in BENCHMARKS.items() if store == "world"]
+# the goal slices of those (make goals): their questions are their benchmark's, so judge them apart (--benchmarks)
+SYNTHETIC_SLICES = {name: parent for name, (parent, _) in SLICES.items() if parent in SYNTHETIC}
 
 
 def judged(expert: Expert, questions: dict, episodes: list[dict]) -> tuple[list[list[str]], list[dict]]:
@@ -118,18 +121,21 @@ def main(argv=None) -> None:
     parser.add_argument("--world", default="runs/data/world")
     parser.add_argument("--datastore", default="world")
     parser.add_argument("--k", type=int, default=3, help="hits per search, as the episodes ran (eval's k)")
+    parser.add_argument("--benchmarks", nargs="+", default=SYNTHETIC, choices=[*SYNTHETIC, *SYNTHETIC_SLICES],
+                        help="which evaluated sets to judge: make eval's (the default) or make goals' slices")
     parser.add_argument("--out", default=None, help="also write the report as JSON")
     args = parser.parse_args(argv)
     expert = Expert(Oracle(WorldIndex(args.world), Datastore.load(args.datastore), args.k))
     report, questions_of = {}, {}  # each benchmark's questions read once, whatever the number of stages
     for name in args.stages:
         report[name], found = {}, []
-        for bench in SYNTHETIC:
+        for bench in args.benchmarks:
             folder = runs_dir() / name / "eval" / bench
             if not (folder / "predictions.jsonl").is_file():
                 continue
             if bench not in questions_of:
-                questions_of[bench] = {q["id"]: q for q in read_questions(str(runs_dir() / BENCHMARKS[bench][0]))}
+                source = BENCHMARKS[SYNTHETIC_SLICES.get(bench, bench)][0]
+                questions_of[bench] = {q["id"]: q for q in read_questions(str(runs_dir() / source))}
             questions = questions_of[bench]
             episodes = [row for _, row in iter_jsonl(folder / "predictions.jsonl", "one agent.run episode per line")]
             turns, shown = judged(expert, questions, episodes)
@@ -138,8 +144,8 @@ def main(argv=None) -> None:
             if scored["episodes"]:  # a set of comparisons and yes/no questions only has no chain to judge
                 report[name][bench] = scored
         if not report[name]:
-            raise UserError(f"no evaluated chain questions of the synthetic benchmarks under {runs_dir() / name}/eval; "
-                            "run make eval first")
+            raise UserError(f"no evaluated chain questions of {', '.join(args.benchmarks)} under {runs_dir() / name}/eval; "
+                            "run make eval (make goals for the slices) first")
         report[name]["by_pool"] = by_pool(found)
     print(table(report))
     print()

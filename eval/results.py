@@ -99,10 +99,11 @@ def grouped(results: list[Result]) -> dict[tuple[str, str], dict[str, Result]]:
 
 
 def collect_benchmarks(runs: Path, log=print, only: set[str] | None = None) -> list[Result]:
-    """`collect` with the recipe's named benchmarks (eval.run.BENCHMARKS) resolved under `runs`."""
-    from eval.run import BENCHMARKS
+    """`collect` with the recipe's named benchmarks and slices (eval.run.BENCHMARKS, SLICES) resolved under `runs`."""
+    from eval.run import BENCHMARKS, SLICES
 
-    return collect(runs, {name: runs / path for name, (path, _) in BENCHMARKS.items()}, log, only)
+    files = {name: runs / path for name, (path, _) in BENCHMARKS.items()}
+    return collect(runs, files | {name: files[parent] for name, (parent, _) in SLICES.items()}, log, only)
 
 
 def pooled(results: list[Result]) -> dict:

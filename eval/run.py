@@ -12,6 +12,8 @@ runs/<run_name>/<stage>/eval/<benchmark>/ with a fingerprint of what produced it
 weights, questions, datastore, prompt, decoding, the code of the tools and the episode loop). A
 result with the same fingerprint is kept; a different one (a retrained checkpoint, another limit,
 a changed snippet) is run again from scratch; a run that was killed resumes. Missing stages and benchmarks are skipped with a line saying which.
+A benchmark may also be a slice of one (SLICES: issue 4's goal slices, `make goals`), its questions filtered as
+`agent.run --where` filters them.
 """
 from __future__ import annotations
 
@@ -37,6 +39,12 @@ BENCHMARKS = {
     "world_test_heldout": ("data/world/questions/test_heldout.jsonl", "world"),
     "world_test_ood": ("data/world/questions/test_ood.jsonl", "world"),
     "hotpotqa_dev500": ("data/hotpotqa_dev500/questions.jsonl", "hotpotqa_dev500"),
+}
+# name -> (benchmark, agent.run --where filters): issue 4's goal slices, which `make goals` evaluates in
+# full (recipes/<model>/goals.yaml, limit 0) and eval.goals holds against the goals
+SLICES = {
+    "world_test_sft_le2hop": ("world_test", ("pool=sft", "hops=1,2")),  # SFT's own distribution: goal EM 0.90
+    "world_test_heldout_2hop": ("world_test_heldout", ("hops=2",)),     # reworded 2-hop: goal EM 0.50
 }
 TRAINED_STAGES = ("sft", "rl", "rl_nolen")
 CALIBRATED_STAGES = {"sft_stop": "sft", "rl_stop": "rl"}  # stage -> the checkpoint it decodes with its dev-fitted stop
@@ -73,20 +81,23 @@ class Job:
     datastore: str
     mode: str  # agent | closed-book | rag
     answer_threshold: float | None = None  # the calibrated two-sided stop (sft_stop, rl_stop)
+    where: tuple[str, ...] = ()  # a slice's question filters (SLICES)
 
     @property
     def out(self) -> Path:
         return runs_dir() / self.run_name / self.stage / "eval" / self.benchmark
 
 
-def benchmark_table(args: EvalArguments) -> dict[str, tuple[Path, str]]:
-    table = {name: (runs_dir() / path, store) for name, (path, store) in BENCHMARKS.items()}
+def benchmark_table(args: EvalArguments) -> dict[str, tuple[Path, str, tuple[str, ...]]]:
+    """name -> (questions file, datastore, question filters) of every benchmark and slice a recipe can name."""
+    table = {name: (runs_dir() / path, store, ()) for name, (path, store) in BENCHMARKS.items()}
+    table |= {name: (*table[parent][:2], where) for name, (parent, where) in SLICES.items()}
     for spec in args.extra_benchmarks:
         name, _, rest = spec.partition("=")
         path, _, store = rest.partition("@")
         if not (name and path and store):
             raise UserError(f"extra_benchmarks entry {spec!r} must look like name=questions.jsonl@datastore")
-        table[name] = (Path(path), store)
+        table[name] = (Path(path), store, ())
     unknown = [name for name in args.benchmarks if name not in table]
     if unknown:
         raise UserError(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(table)} "
@@ -128,11 +139,12 @@ def plan(args: EvalArguments) -> list[Job]:
             print(f"skipped stage {stage}: {threshold}")
             continue
         for name in args.benchmarks:
-            questions, store = table[name]
+            questions, store, where = table[name]
             if not questions.is_file():
                 print(f"skipped {stage} / {name}: {questions} does not exist (make data DATASET=...)")
                 continue
-            jobs.append(Job(args.run_name, stage, name, model, questions, store, MODES.get(stage, "agent"), threshold))
+            jobs.append(Job(args.run_name, stage, name, model, questions, store, MODES.get(stage, "agent"), threshold,
+                            where))
     return jobs
 
 
@@ -155,7 +167,8 @@ def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
             "mode": job.mode, "prompt": config_hash({"agent": prompt_hash(), "rag": RAG_PROMPT}),
             "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
             "temperature": 0.0, "dtype": fast_dtype() if args.dtype == "fast" else args.dtype, "agent_code": digests["agent code"],
-            **({"answer_threshold": job.answer_threshold, "hold_below": True} if job.answer_threshold is not None else {})}
+            **({"answer_threshold": job.answer_threshold, "hold_below": True} if job.answer_threshold is not None else {}),
+            **({"where": list(job.where)} if job.where else {})}
 
 
 def agent_code_hash() -> str:
@@ -186,6 +199,7 @@ def run_job(job: Job, args: EvalArguments, digests: dict) -> str:
     argv += ["--limit", str(args.limit)] if args.limit else []
     argv += {"closed-book": ["--closed-book"], "rag": ["--rag"]}.get(job.mode, [])
     argv += ["--answer-threshold", str(job.answer_threshold), "--hold-below"] if job.answer_threshold is not None else []
+    argv += [arg for condition in job.where for arg in ("--where", condition)]
     run(parse_args(argv))
     return "ran"
 

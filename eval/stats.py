@@ -16,6 +16,21 @@ def bootstrap_ci(values, n_boot: int = 2000, level: float = 0.95, seed: int = 0)
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
+def ratio_bootstrap_ci(numerators, denominators, n_boot: int = 2000, level: float = 0.95,
+                       seed: int = 0) -> tuple[float, float] | None:
+    """(low, high) of sum(numerators) / sum(denominators), resampling the units the pairs belong to
+    (episodes, say, each with its valid and its total tool calls: calls of one episode move together).
+    Resamples whose denominator sums to 0 are left out; None when there is nothing to resample."""
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    if num.size == 0 or num.shape != den.shape or den.sum() == 0:
+        return None
+    index = np.random.default_rng(seed).integers(0, num.size, size=(n_boot, num.size))
+    tops, bottoms = num[index].sum(axis=1), den[index].sum(axis=1)
+    ratios = tops[bottoms > 0] / bottoms[bottoms > 0]
+    alpha = (1 - level) / 2
+    return float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1 - alpha))
+
+
 def mean_and_ci(values, digits: int = 3) -> tuple[float | None, list[float] | None]:
     """(mean, [low, high] of bootstrap_ci), both rounded; (None, None) for an empty list."""
     values = [float(v) for v in values]

@@ -33,7 +33,7 @@ from common.errors import UserError, cli_main
 from common.io import atomic_write_text
 from common.paths import runs_dir
 from eval.results import STAGE_LABELS, Result, collect_benchmarks, grouped, pooled, pooled_breakdown, selected, stage_rank
-from eval.run import CALIBRATED_STAGES
+from eval.run import CALIBRATED_STAGES, SLICES
 
 
 @dataclass
@@ -84,7 +84,8 @@ def main_table(results: list[Result]) -> Table:
                   ["model", "stage", *benchmarks, "n per set", "answer rate", "valid calls", "evidence recall",
                    "answers after a miss", "tool calls", "policy tokens", "tokens per correct"])
     rows = grouped(results)
-    common = sorted(set.intersection(*(set(by_bench) for by_bench in rows.values())))
+    # a slice repeats questions of its benchmark, so pooling it with that benchmark would count them twice
+    common = sorted(set.intersection(*(set(by_bench) for by_bench in rows.values())) - set(SLICES))
     for (run, stage), by_bench in rows.items():
         total = pooled([by_bench[b] for b in common])
         cells = [em_cell(by_bench[b].overall) if b in by_bench else "-" for b in benchmarks]
@@ -112,7 +113,7 @@ def ablation_table(results: list[Result]) -> Table:
             if key[1] in ("sft", "rl", "rl_nolen") and key[0] in with_rl}
     for (run, stage), by_bench in rows.items():
         # `all` pools only the benchmarks every compared stage of this run has, so the rows stay comparable
-        common = set.intersection(*(set(b) for (r, _), b in rows.items() if r == run))
+        common = set.intersection(*(set(b) for (r, _), b in rows.items() if r == run)) - set(SLICES)
         for benchmark, result in [*by_bench.items(), ("all", None)]:
             overall = pooled([by_bench[b] for b in sorted(common)]) if result is None else result.overall
             table.rows.append([run, STAGE_LABELS[stage], benchmark, em_cell(overall),
@@ -190,11 +191,13 @@ def retrained_since(old: dict[str, Result], source: tuple | None) -> bool:
 
 
 def comparison_groups(new: dict[str, Result], old: dict[str, Result]) -> list[tuple[str, list[str]]]:
-    """Each benchmark both stages have, the pools of POOLS, and `all` where it adds a row."""
+    """Each benchmark both stages have, the pools of POOLS, and `all` where it adds a row (slices left out of
+    the pools: their questions are their benchmark's)."""
     common = [b for b in new if b in old]
-    pools = [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(common)]
+    whole = [b for b in common if b not in SLICES]
+    pools = [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(whole)]
     # `all` only where it adds a row: not for one benchmark, nor where it equals a pool
-    every = [("all", common)] if len(common) > 1 and all(set(m) != set(common) for _, m in pools) else []
+    every = [("all", whole)] if len(whole) > 1 and all(set(m) != set(whole) for _, m in pools) else []
     return [(b, [b]) for b in common] + pools + every
 
 

@@ -3,6 +3,7 @@
     python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 8 --rounds 1  # make bench-sft, ~40 min
     python -m sft.bench --steps 6 --only "bf16 autocast, loss positions, compiled"  # fp32 + compiled bf16
     python -m sft.bench --sampling --steps 8 --rounds 1   # the recipe's setup with each batch sampler
+    python -m sft.bench --micro-batches --steps 6 --rounds 1  # its 8 rows a step as 4 x 2 (the recipe), 2 x 4, 8 x 1
     python -m sft.bench --freeze --steps 4 --rounds 1     # the recipe's setup with its bottom layers frozen
 
 Each setup trains a fresh copy of the model for the same steps on the same trajectories (same
@@ -14,16 +15,17 @@ autocast, and the compiled one with gradient checkpointing (TRL's default, which
 off). With --sampling it compares instead the recipe's own setup (its gradient accumulation
 included) under each `train_sampling_strategy`, against length-grouped batches; with --freeze, the
 recipe's setup with the embeddings and the first N decoder layers fixed (`freeze_layers`), against
-N = 0. The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
+N = 0; with --micro-batches, the recipe's rows a step run in micro-batches of each size that divides them. The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
 slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise.
 Writes runs/bench/sft_throughput.{json,md} (--sampling: sft_sampling.{json,md}; --freeze:
-sft_freeze.{json,md}).
+sft_freeze.{json,md}; --micro-batches: sft_micro_batches.{json,md}).
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 from common.errors import cli_main
 from common.hardware import cpu_has_bf16_units
@@ -52,6 +54,20 @@ SAMPLINGS = {f"recipe setup, {name} batches": {"train_sampling_strategy": name}
              for name in ("group_by_length", "batch_rebalance", "random")}
 # --freeze: no backward pass below the first trained layer (sft.train freeze_bottom)
 FREEZES = {f"recipe setup, {count} layers frozen": {"freeze_layers": count} for count in (0, 10, 15, 20)}
+
+
+def micro_batches(config: str) -> dict:
+    """--micro-batches: the recipe's rows a step cut into micro-batches of its own size first, then of every
+    other power of two from 2 that divides them (one row has no prompt to share). Bigger ones run the shared prompt once for more rows and make larger
+    matmuls, but pad more (fewer rows of like length)."""
+    import yaml
+
+    recipe = yaml.safe_load(Path(config).read_text())
+    own, step = recipe.get("per_device_train_batch_size", 8), recipe.get("gradient_accumulation_steps", 1)
+    rows = own * step
+    sizes = [own] + [size for size in (2, 4, 8, 16, 32) if size != own and size <= rows and rows % size == 0]
+    return {f"recipe setup, micro-batches of {size} x {rows // size}": {
+        "per_device_train_batch_size": size, "gradient_accumulation_steps": rows // size} for size in sizes}
 
 
 def one_run(config: str, steps: int, overrides: dict, as_recipe: bool = False) -> dict:
@@ -115,7 +131,12 @@ def main(argv=None) -> None:
                         "sampler (train_sampling_strategy) instead of the speed-ups")
     parser.add_argument("--freeze", action="store_true", help="compare the recipe's setup with its bottom layers "
                         "frozen (freeze_layers) instead of the speed-ups")
+    parser.add_argument("--micro-batches", action="store_true", help="compare the recipe's setup with its rows a "
+                        "step in micro-batches of other sizes (the recipe's 8: 4 x 2, then 1 x 8, 2 x 4, 8 x 1)")
     args = parser.parse_args(argv)
+    if args.micro_batches:
+        setups = micro_batches(args.config)
+        return bench(args, setups, next(iter(setups)), "sft_micro_batches", as_recipe=True)
     if args.sampling:
         return bench(args, SAMPLINGS, next(iter(SAMPLINGS)), "sft_sampling", as_recipe=True)
     if args.freeze:
@@ -152,7 +173,7 @@ def bench(args, setups: dict, baseline: str, report: str, as_recipe: bool = Fals
     rows = [f"| {name} | {s['tokens_per_s']} | {s['vs_baseline']}x | {'n/a' if s['after_first_step'] is None else s['after_first_step']} | "
             f"{', '.join(map(str, s['runs']))} |"
             for name, s in summary.items()]
-    mode = " --sampling" if args.sampling else " --freeze" if args.freeze else ""
+    mode = " --sampling" if args.sampling else " --freeze" if args.freeze else " --micro-batches" if args.micro_batches else ""
     command = f"python -m sft.bench --config {args.config} --steps {args.steps}{mode}"
     what = "each sampler's own batches" if args.sampling else "same batches for each setup"
     table = "\n".join([f"SFT throughput (`{command}`), full fine-tuning, {what}:", "",

@@ -2,6 +2,7 @@
 and where an episode goes wrong its move makes the progress the agent's turn did not; the same
 verdicts scored over evaluated episodes (eval/expert_agreement.py)."""
 import json
+import shutil
 
 import pytest
 
@@ -158,5 +159,11 @@ def test_expert_agreement_scores_each_turn_of_evaluated_episodes(setup, walks, r
     assert report["world_test_heldout"]["first_wrong"] == {"answered_early": 1.0}
     whole = {"episodes": 1, "first_fact_shown": 1.0, "all_facts_shown": 1.0, "em": 1.0}
     assert report["by_pool"] == {question["pool"]: whole, "heldout": {**whole, "all_facts_shown": 0.0, "em": 0.0}}
-    with pytest.raises(UserError, match="run make eval first"):
+    with pytest.raises(UserError, match="run make eval"):
         EA.main(["other/sft", "--world", str(root / "world"), "--datastore", str(root / "datastore")])
+    # make goals' slice of a benchmark is judged on its own, against its benchmark's questions
+    shutil.copytree(heldout, runs / "m" / "sft" / "eval" / "world_test_heldout_2hop")
+    EA.main(["m/sft", "--benchmarks", "world_test_heldout_2hop", "--world", str(root / "world"),
+             "--datastore", str(root / "datastore"), "--out", str(runs / "b.json")])
+    sliced = json.loads((runs / "b.json").read_text())["m/sft"]
+    assert sliced == {"world_test_heldout_2hop": report["world_test_heldout"], "by_pool": {"heldout": report["by_pool"]["heldout"]}}

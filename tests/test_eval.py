@@ -887,3 +887,87 @@ def test_rl_is_not_paired_with_an_sft_trained_again_after_it(fixture_runs):
     (fixture_runs / "m/rl/train_summary.json").write_text(json.dumps({"start": "runs/m/rl0/final", "start_weights": "zzz"}))
     tables = build_tables(fixture_runs, log=lambda line: None)
     assert ("m", "SFT+RL vs SFT") in {(row[0], row[1]) for table in tables if table.name == "paired" for row in table.rows}
+
+
+def test_a_goal_slice_runs_its_benchmark_filtered_and_is_its_own_result(runs, monkeypatch):
+    """A slice (eval.run.SLICES) runs agent.run on its benchmark's questions with its --where filters, keeps
+    them in its fingerprint, and lands as a benchmark of its own that the tables never pool with its parent."""
+    import agent.run
+    from eval import run as eval_run
+    from eval.tables import comparison_groups
+
+    questions = runs / "data/world/questions/test.jsonl"
+    questions.parent.mkdir(parents=True)
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    (questions.parent / "test_heldout.jsonl").write_text(questions.read_text())
+    checkpoint = runs / "m" / "sft" / "final"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text("{}")
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    monkeypatch.setitem(eval_run.SLICES, "world_test_le2", ("world_test", ("hops=1,2",)))
+    config = eval_run.EvalArguments(run_name="m", stages=["sft"], baselines=[], benchmarks=["world_test_le2"], limit=0)
+    (job,) = eval_run.plan(config)
+    assert job.questions == questions and job.where == ("hops=1,2",)
+    seen = []
+
+    def fake_run(args):
+        seen.append([q["id"] for q in agent.run.read_questions(args.questions, args.limit, args.where)])
+        (Path(args.out) / "metrics.json").write_text("{}")
+
+    monkeypatch.setattr(agent.run, "run", fake_run)
+    assert eval_run.run_job(job, config, {}) == "ran"
+    assert seen == [["q0", "q1", "q2"]]  # the 3-hop question is filtered out, and no limit applies
+    assert json.loads((job.out / "fingerprint.json").read_text())["where"] == ["hops=1,2"]
+    unsliced = eval_run.plan(eval_run.EvalArguments(run_name="m", stages=["sft"], baselines=[],
+                                                    benchmarks=["world_test"], limit=0))[0]
+    assert "where" not in eval_run.fingerprint(unsliced, config, {})  # results made before slices stay valid
+
+    shutil.rmtree(job.out)
+    for stage in ("sft", "rl"):
+        write_result(runs, stage, "world_test", ["Paris", "1874", "no", None], tokens=100)
+        write_result(runs, stage, "world_test_le2", ["Paris", "1874", "no"], tokens=100)
+        write_result(runs, stage, "world_test_heldout", ["Paris"], tokens=100)
+    from eval.results import collect_benchmarks, grouped
+    stages = grouped(collect_benchmarks(runs))
+    assert set(stages[("m", "sft")]) == {"world_test", "world_test_le2", "world_test_heldout"}
+    groups = dict(comparison_groups(stages[("m", "rl")], stages[("m", "sft")]))
+    assert groups["world_test_le2"] == ["world_test_le2"]
+    assert groups["all"] == ["world_test", "world_test_heldout"]  # the slice's questions are world_test's
+
+
+def test_goals_table_holds_each_slice_against_issue_4s_goals(runs, capsys):
+    from common.errors import UserError
+    from eval import goals
+
+    questions = runs / "data/world/questions"
+    questions.mkdir(parents=True)
+    (questions / "test.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    (questions / "test_heldout.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    with pytest.raises(UserError, match="run make goals"):
+        goals.main(["--run", "m"])
+    write_result(runs, "sft", "world_test_sft_le2hop", ["Paris", "1874", "yes", "Ada Vell"], tokens=50)
+    out = write_result(runs, "sft", "world_test_heldout_2hop", ["Paris", "no", None, None], tokens=50)
+    records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    records[0]["valid_tool_calls"] = 0  # 6 of 8 calls valid; the last two episodes never answer
+    (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    goals.main(["--run", "m"])
+    written = json.loads((runs / "m" / "goals.json").read_text())["goals"]
+    got = {row["goal"]: (row["value"], row["met"], row["n"]) for row in written}
+    assert got["EM, test sft-pool 1-2 hops"] == (1.0, True, 4)
+    assert got["EM, test_heldout 2-hop"] == (0.25, False, 4)
+    assert got["valid tool calls, heldout 2-hop"] == (0.75, False, 4)
+    assert got["answer rate, heldout 2-hop"] == (0.5, False, 4)
+    assert got["answer rate, sft-pool 1-2 hops"] == (1.0, True, 4)
+    low, high = next(row["ci"] for row in written if row["goal"] == "valid tool calls, heldout 2-hop")
+    assert 0.0 <= low < 0.75 < high <= 1.0
+    assert "| SFT | EM, test_heldout 2-hop | >= 0.50 | 0.250 [" in (runs / "m" / "goals.md").read_text()
+
+
+def test_ratio_interval_resamples_units_not_their_parts():
+    from eval.stats import ratio_bootstrap_ci
+
+    # one episode with 10 invalid calls among nine with one valid call each: the calls move with their episode
+    low, high = ratio_bootstrap_ci([1] * 9 + [0], [1] * 9 + [10])
+    assert low < 9 / 19 < high and high == 1.0
+    assert ratio_bootstrap_ci([1, 2], [2, 2]) is not None and ratio_bootstrap_ci([], []) is None
+    assert ratio_bootstrap_ci([0, 0], [0, 0]) is None

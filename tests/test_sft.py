@@ -443,6 +443,20 @@ def test_bench_averages_only_measured_steady_state_rates():
     assert _mean_known([None, None]) is None
 
 
+def test_micro_batch_bench_keeps_the_recipes_rows_a_step(tmp_path):
+    """--micro-batches compares ways of cutting the same step, the recipe's own way first (the baseline)."""
+    from sft.bench import micro_batches
+
+    recipe = tmp_path / "sft.yaml"
+    recipe.write_text("per_device_train_batch_size: 4\ngradient_accumulation_steps: 2\n")
+    setups = micro_batches(str(recipe))
+    assert [(o["per_device_train_batch_size"], o["gradient_accumulation_steps"]) for o in setups.values()] == \
+        [(4, 2), (2, 4), (8, 1)]
+    assert next(iter(setups)) == "recipe setup, micro-batches of 4 x 2"
+    recipe.write_text("per_device_train_batch_size: 3\n")  # TRL's accumulation default of 1: 3 rows a step
+    assert [o["per_device_train_batch_size"] for o in micro_batches(str(recipe)).values()] == [3]
+
+
 def test_trajectories_from_older_oracle_code_are_flagged(tmp_path, store):  # noqa: F811
     from agent.prompt import prompt_hash
     from data.trajectories import code_hash

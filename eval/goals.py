@@ -1,0 +1,106 @@
+"""Issue 4's goals against a run's evaluations of the goal slices: EM, valid calls and answer rate.
+
+    python -m eval.goals --run smollm2-135m          (make goals, after the slices' evaluation)
+
+`make goals` first runs `eval.run --config recipes/<model>/goals.yaml`: every trained stage of the run
+on issue 4's two slices in full (eval.run.SLICES: test's sft-pool 1-2-hop questions, test_heldout's
+2-hop ones). This module reads those results and writes, per stage, each goal beside the measured
+value and its 95% bootstrap interval, to runs/<run>/goals.{md,json}. A goal counts as met when the
+measured value reaches it; the interval says how sure that is. To compare two runs on the same
+questions (paired bootstrap), use `python -m eval.tables --only NEW OLD --versus NEW OLD`: the slices
+are benchmarks there like any other.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from common.errors import UserError, cli_main
+from common.io import atomic_write_json, atomic_write_text
+from common.paths import runs_dir
+from eval.results import STAGE_LABELS, Result, collect_benchmarks, grouped
+from eval.run import SLICES
+from eval.stats import ratio_bootstrap_ci
+
+
+@dataclass(frozen=True)
+class Goal:
+    slice: str
+    what: str        # a record's field, averaged over the slice's episodes (or calls, for valid_calls)
+    label: str
+    least: float     # the goal: at least this
+
+
+# as issue 4 states them: EM on SFT's own distribution and on reworded 2-hop questions; valid calls and
+# answers on both (its "valid-tool-call rate and answer rate >= 98%")
+GOALS = [
+    Goal("world_test_sft_le2hop", "em", "EM, test sft-pool 1-2 hops", 0.90),
+    Goal("world_test_heldout_2hop", "em", "EM, test_heldout 2-hop", 0.50),
+    *(Goal(name, what, f"{label}, {where}", 0.98)
+      for name, where in (("world_test_sft_le2hop", "sft-pool 1-2 hops"), ("world_test_heldout_2hop", "heldout 2-hop"))
+      for what, label in (("valid_calls", "valid tool calls"), ("answered", "answer rate"))),
+]
+
+
+def episode_counts(result: Result, what: str) -> tuple[list[float], list[float]]:
+    """Per episode, the goal measure's numerator and denominator: (em, 1), (answered, 1), or (valid calls,
+    calls), so the rate is valid calls over all calls, as eval.metrics counts it."""
+    if what == "valid_calls":
+        return ([float(r.get("valid_tool_calls") or 0) for r in result.records],
+                [float(r.get("tool_calls") or 0) for r in result.records])
+    return [float(r.get(what) or 0) for r in result.records], [1.0] * len(result.records)
+
+
+def measure(result: Result, goal: Goal) -> dict:
+    """The measured value, its 95% interval (episodes resampled) and whether it reaches the goal."""
+    tops, bottoms = episode_counts(result, goal.what)
+    if not sum(bottoms):
+        return {"value": None, "ci": None, "n": len(result.records), "met": False}
+    value = sum(tops) / sum(bottoms)
+    return {"value": round(value, 3), "ci": [round(x, 3) for x in ratio_bootstrap_ci(tops, bottoms)],
+            "n": len(result.records), "met": value >= goal.least}
+
+
+def goal_rows(results: list[Result], run: str) -> list[dict]:
+    """One row per (stage, goal) that the run has the slice for."""
+    rows = []
+    for (name, stage), by_bench in grouped(results).items():
+        if name != run:
+            continue
+        for goal in GOALS:
+            if goal.slice in by_bench:
+                rows.append({"stage": stage, "goal": goal.label, "least": goal.least,
+                             **measure(by_bench[goal.slice], goal)})
+    return rows
+
+
+def markdown(run: str, rows: list[dict]) -> str:
+    lines = [f"### Issue 4's goals: runs/{run}", "",
+             "| stage | goal | asked | measured [95% CI] | n | met |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        value = "-" if row["value"] is None else f"{row['value']:.3f} [{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]"
+        lines.append(f"| {STAGE_LABELS.get(row['stage'], row['stage'])} | {row['goal']} | >= {row['least']:.2f} | "
+                     f"{value} | {row['n']} | {'yes' if row['met'] else 'no'} |")
+    return "\n".join(lines + ["", "n: episodes; valid calls are valid over all tool calls, their interval resampling "
+                              "episodes. Greedy decoding with make eval's settings on every question of each slice "
+                              "(eval.run.SLICES)."]) + "\n"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Issue 4's goals against a run's evaluated goal slices.")
+    parser.add_argument("--run", default="smollm2-135m", help="runs/<run>/ (a recipe name or an experiment's folder)")
+    args = parser.parse_args(argv)
+    runs = runs_dir()
+    results = [r for r in collect_benchmarks(runs, only={args.run}) if r.benchmark in SLICES]
+    rows = goal_rows(results, args.run)
+    if not rows:
+        raise UserError(f"no goal-slice results under runs/{args.run}/: run make goals (eval.run --config "
+                        f"recipes/<model>/goals.yaml --run_name {args.run}) first")
+    text = markdown(args.run, rows)
+    atomic_write_text(runs / args.run / "goals.md", text)
+    atomic_write_json(runs / args.run / "goals.json", {"run": args.run, "goals": rows})
+    print(text + f"wrote runs/{args.run}/goals.md and goals.json")
+
+
+if __name__ == "__main__":
+    cli_main(main)
