@@ -125,6 +125,10 @@ def main(argv=None) -> None:
                         help="which evaluated sets to judge: make eval's (the default) or make goals' slices")
     parser.add_argument("--out", default=None, help="also write the report as JSON")
     args = parser.parse_args(argv)
+    both = [name for name in args.benchmarks if SYNTHETIC_SLICES.get(name) in args.benchmarks]
+    if both:  # the pool table would count their shared episodes twice
+        raise UserError(f"--benchmarks: judge {', '.join(both)} apart from {', '.join(SYNTHETIC_SLICES[b] for b in both)}, "
+                        "whose questions it repeats (one call each)")
     expert = Expert(Oracle(WorldIndex(args.world), Datastore.load(args.datastore), args.k))
     report, questions_of = {}, {}  # each benchmark's questions read once, whatever the number of stages
     for name in args.stages:

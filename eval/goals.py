@@ -5,10 +5,10 @@
 `make goals` first runs `eval.run --config recipes/<model>/goals.yaml`: every trained stage of the run
 on issue 4's two slices in full (eval.run.SLICES: test's sft-pool 1-2-hop questions, test_heldout's
 2-hop ones). This module reads those results and writes, per stage, each goal beside the measured
-value and its 95% bootstrap interval, to runs/<run>/goals.{md,json}. A goal counts as met when the
-measured value reaches it; the interval says how sure that is. To compare two runs on the same
-questions (paired bootstrap), use `python -m eval.tables --only NEW OLD --versus NEW OLD`: the slices
-are benchmarks there like any other.
+value and its 95% interval, to runs/<run>/goals.{md,json}. A goal counts as met when the measured
+value reaches it, judged only on the whole slice; the interval says how sure that is. To compare two
+runs on the same questions (paired bootstrap), the slices are benchmarks like any other:
+`python -m eval.tables --only NEW OLD --versus NEW OLD --out /tmp/versus --no-plots`.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from common.errors import UserError, cli_main
 from common.io import atomic_write_json, atomic_write_text
 from common.paths import runs_dir
 from eval.results import STAGE_LABELS, Result, collect_benchmarks, grouped
-from eval.run import SLICES
-from eval.stats import ratio_bootstrap_ci
+from eval.run import BENCHMARKS, SLICES
+from eval.stats import ratio_bootstrap_ci, wilson_ci
 
 
 @dataclass(frozen=True)
@@ -51,26 +51,48 @@ def episode_counts(result: Result, what: str) -> tuple[list[float], list[float]]
     return [float(r.get(what) or 0) for r in result.records], [1.0] * len(result.records)
 
 
-def measure(result: Result, goal: Goal) -> dict:
-    """The measured value, its 95% interval (episodes resampled) and whether it reaches the goal."""
+def interval(tops: list[float], bottoms: list[float], what: str) -> list[float]:
+    """95% interval: Wilson's for a share of episodes; for valid calls, the wider of a bootstrap over
+    episodes (an episode's calls move together) and Wilson's over calls (which, unlike the bootstrap,
+    stays open at a rate of 1.0, where the 0.98 goal sits)."""
+    wilson = wilson_ci(sum(tops), int(sum(bottoms)))
+    if what != "valid_calls":
+        return [round(x, 3) for x in wilson]
+    bootstrap = ratio_bootstrap_ci(tops, bottoms)
+    return [round(min(wilson[0], bootstrap[0]), 3), round(max(wilson[1], bootstrap[1]), 3)]
+
+
+def measure(result: Result, goal: Goal, expected: int) -> dict:
+    """The measured value, its 95% interval and whether it reaches the goal; not judged (met None) on
+    fewer episodes than the slice has questions (a run with a limit, or one killed before the end)."""
     tops, bottoms = episode_counts(result, goal.what)
+    n = len(result.records)
     if not sum(bottoms):
-        return {"value": None, "ci": None, "n": len(result.records), "met": False}
+        return {"value": None, "ci": None, "n": n, "of": expected, "met": None}
     value = sum(tops) / sum(bottoms)
-    return {"value": round(value, 3), "ci": [round(x, 3) for x in ratio_bootstrap_ci(tops, bottoms)],
-            "n": len(result.records), "met": value >= goal.least}
+    return {"value": round(value, 3), "ci": interval(tops, bottoms, goal.what), "n": n, "of": expected,
+            "met": value >= goal.least if n >= expected else None}
 
 
-def goal_rows(results: list[Result], run: str) -> list[dict]:
-    """One row per (stage, goal) that the run has the slice for."""
+def slice_sizes(runs) -> dict[str, int]:
+    """How many questions each slice has: the count a complete evaluation of it must reach."""
+    from agent.run import read_questions
+
+    return {name: len(read_questions(str(runs / BENCHMARKS[parent][0]), where=list(where)))
+            for name, (parent, where) in SLICES.items() if (runs / BENCHMARKS[parent][0]).is_file()}
+
+
+def goal_rows(results: list[Result], run: str, sizes: dict[str, int]) -> list[dict]:
+    """One row per (stage, goal) for each stage with a goal slice evaluated; a slice it lacks reads
+    'not evaluated'."""
     rows = []
     for (name, stage), by_bench in grouped(results).items():
         if name != run:
             continue
         for goal in GOALS:
-            if goal.slice in by_bench:
-                rows.append({"stage": stage, "goal": goal.label, "least": goal.least,
-                             **measure(by_bench[goal.slice], goal)})
+            measured = measure(by_bench[goal.slice], goal, sizes.get(goal.slice, 0)) if goal.slice in by_bench else \
+                {"value": None, "ci": None, "n": 0, "of": sizes.get(goal.slice, 0), "met": None}
+            rows.append({"stage": stage, "goal": goal.label, "least": goal.least, **measured})
     return rows
 
 
@@ -78,12 +100,16 @@ def markdown(run: str, rows: list[dict]) -> str:
     lines = [f"### Issue 4's goals: runs/{run}", "",
              "| stage | goal | asked | measured [95% CI] | n | met |", "|---|---|---|---|---|---|"]
     for row in rows:
-        value = "-" if row["value"] is None else f"{row['value']:.3f} [{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]"
+        value = "not evaluated" if not row["n"] else "-" if row["value"] is None else \
+            f"{row['value']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}]"
+        met = {True: "yes", False: "no", None: "-"}[row["met"]]
+        size = str(row["n"]) if row["n"] >= row["of"] else f"{row['n']} of {row['of']}"
         lines.append(f"| {STAGE_LABELS.get(row['stage'], row['stage'])} | {row['goal']} | >= {row['least']:.2f} | "
-                     f"{value} | {row['n']} | {'yes' if row['met'] else 'no'} |")
-    return "\n".join(lines + ["", "n: episodes; valid calls are valid over all tool calls, their interval resampling "
-                              "episodes. Greedy decoding with make eval's settings on every question of each slice "
-                              "(eval.run.SLICES)."]) + "\n"
+                     f"{value} | {size} | {met} |")
+    return "\n".join(lines + ["", "n: episodes, of the slice's questions where fewer ran (not judged: `make goals` runs "
+                              "them all). Valid calls are valid over all tool calls. 95% intervals: Wilson's; for valid "
+                              "calls the wider of Wilson's over calls and a bootstrap over episodes. Greedy decoding, "
+                              "recipes/<model>/goals.yaml (make eval's settings)."]) + "\n"
 
 
 def main(argv=None) -> None:
@@ -92,7 +118,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     runs = runs_dir()
     results = [r for r in collect_benchmarks(runs, only={args.run}) if r.benchmark in SLICES]
-    rows = goal_rows(results, args.run)
+    rows = goal_rows(results, args.run, slice_sizes(runs))
     if not rows:
         raise UserError(f"no goal-slice results under runs/{args.run}/: run make goals (eval.run --config "
                         f"recipes/<model>/goals.yaml --run_name {args.run}) first")

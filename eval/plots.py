@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eval.results import STAGE_LABELS, Result, grouped, pooled, pooled_breakdown, selected
+from eval.results import STAGE_LABELS, Result, grouped, pooled, pooled_breakdown, selected, whole_benchmarks
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -36,10 +36,10 @@ def _pyplot():
 
 
 def _rows(results: list[Result]) -> tuple[dict, list[str]]:
-    """Per (run, stage): the results on the benchmarks that every row has."""
+    """Per (run, stage): the results on the whole benchmarks (not slices) that every row has."""
     rows = grouped(results)
-    common = set.intersection(*(set(by_bench) for by_bench in rows.values())) if rows else set()
-    return {key: [by_bench[b] for b in sorted(common)] for key, by_bench in rows.items()}, sorted(common)
+    common = whole_benchmarks(set.intersection(*(set(by_bench) for by_bench in rows.values()))) if rows else []
+    return {key: [by_bench[b] for b in common] for key, by_bench in rows.items()}, common
 
 
 def plot_em_vs_tokens(results: list[Result], path: Path) -> bool:

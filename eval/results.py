@@ -43,8 +43,15 @@ def question_ids(path: Path, cache: dict) -> set[str] | None:
     return cache[path]
 
 
-def load_result(folder: Path, benchmarks: dict, cache: dict) -> Result | str:
-    """A Result, or a string saying why the folder is refused."""
+def outside_slice(records: list[dict], where: tuple[str, ...]) -> list[str]:
+    """Ids of the records that a slice's filters (agent.run --where FIELD=V1,V2) leave out."""
+    conditions = [(field, set(values.split(","))) for field, _, values in (c.partition("=") for c in where)]
+    return [r["id"] for r in records if not all(str(r.get(field)) in wanted for field, wanted in conditions)]
+
+
+def load_result(folder: Path, benchmarks: dict, cache: dict, slices: dict | None = None) -> Result | str:
+    """A Result, or a string saying why the folder is refused. `slices`: name -> the filters its
+    predictions must all pass (eval.run.SLICES), so a slice's folder never holds other questions."""
     run, stage, benchmark = folder.parts[-4], folder.parts[-3], folder.parts[-1]
     metrics = json.loads((folder / "metrics.json").read_text())
     records = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line.strip()]
@@ -53,9 +60,10 @@ def load_result(folder: Path, benchmarks: dict, cache: dict) -> Result | str:
     if known is None:
         return f"skipped {folder}: its question file {questions} is missing"
     foreign = [r["id"] for r in records if r["id"] not in known]
+    foreign = foreign or outside_slice(records, (slices or {}).get(benchmark, ()))
     if foreign:
         return (f"refused {folder}: {len(foreign)} of its {len(records)} predictions are not questions of "
-                f"{benchmark} ({questions}); rerun it with `make eval`")
+                f"{benchmark} ({questions}); rerun it with `make eval` (a slice: `make goals`)")
     from agent.run import score
 
     metrics = {**score(records), "run": metrics.get("run", {})}  # per-question em/f1 onto the records, fresh
@@ -72,7 +80,8 @@ def selected(runs: Path, pattern: str, only: set[str] | None = None) -> list[Pat
     return sorted(path for path in runs.glob(pattern) if only is None or path.relative_to(runs).parts[0] in only)
 
 
-def collect(runs: Path, benchmarks: dict, log=print, only: set[str] | None = None) -> list[Result]:
+def collect(runs: Path, benchmarks: dict, log=print, only: set[str] | None = None,
+            slices: dict | None = None) -> list[Result]:
     """Every finished result under runs/ (of the runs in `only`, if given), ordered by run, stage, benchmark."""
     results, cache = [], {}
     for metrics in selected(runs, "*/*/eval/*/metrics.json", only):
@@ -80,7 +89,7 @@ def collect(runs: Path, benchmarks: dict, log=print, only: set[str] | None = Non
         if not (folder / "predictions.jsonl").exists():
             log(f"skipped {folder}: metrics.json without predictions.jsonl")
             continue
-        loaded = load_result(folder, benchmarks, cache)
+        loaded = load_result(folder, benchmarks, cache, slices)
         if isinstance(loaded, str):
             log(loaded)
         else:
@@ -103,7 +112,16 @@ def collect_benchmarks(runs: Path, log=print, only: set[str] | None = None) -> l
     from eval.run import BENCHMARKS, SLICES
 
     files = {name: runs / path for name, (path, _) in BENCHMARKS.items()}
-    return collect(runs, files | {name: files[parent] for name, (parent, _) in SLICES.items()}, log, only)
+    return collect(runs, files | {name: files[parent] for name, (parent, _) in SLICES.items()}, log, only,
+                   {name: where for name, (_, where) in SLICES.items()})
+
+
+def whole_benchmarks(names) -> list[str]:
+    """The names that are whole benchmarks, not slices of one (eval.run.SLICES), sorted: pooled with its
+    benchmark, a slice would count its questions twice."""
+    from eval.run import SLICES
+
+    return sorted(set(names) - set(SLICES))
 
 
 def pooled(results: list[Result]) -> dict:

@@ -16,6 +16,19 @@ def bootstrap_ci(values, n_boot: int = 2000, level: float = 0.95, seed: int = 0)
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
+def wilson_ci(successes: float, n: int, level: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval of a proportion: unlike the bootstrap it does not shrink to a point at 0 or 1
+    (179 of 179 right gives [0.979, 1.0], not [1.0, 1.0]). None for n = 0."""
+    from statistics import NormalDist
+
+    if n <= 0:
+        return None
+    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
+    p = successes / n
+    centre, spread = p + z * z / (2 * n), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return float((centre - spread) / (1 + z * z / n)), float(min(1.0, (centre + spread) / (1 + z * z / n)))
+
+
 def ratio_bootstrap_ci(numerators, denominators, n_boot: int = 2000, level: float = 0.95,
                        seed: int = 0) -> tuple[float, float] | None:
     """(low, high) of sum(numerators) / sum(denominators), resampling the units the pairs belong to

@@ -32,7 +32,8 @@ import numpy as np
 from common.errors import UserError, cli_main
 from common.io import atomic_write_text
 from common.paths import runs_dir
-from eval.results import STAGE_LABELS, Result, collect_benchmarks, grouped, pooled, pooled_breakdown, selected, stage_rank
+from eval.results import (STAGE_LABELS, Result, collect_benchmarks, grouped, pooled, pooled_breakdown, selected, stage_rank,
+                          whole_benchmarks)
 from eval.run import CALIBRATED_STAGES, SLICES
 
 
@@ -84,8 +85,7 @@ def main_table(results: list[Result]) -> Table:
                   ["model", "stage", *benchmarks, "n per set", "answer rate", "valid calls", "evidence recall",
                    "answers after a miss", "tool calls", "policy tokens", "tokens per correct"])
     rows = grouped(results)
-    # a slice repeats questions of its benchmark, so pooling it with that benchmark would count them twice
-    common = sorted(set.intersection(*(set(by_bench) for by_bench in rows.values())) - set(SLICES))
+    common = whole_benchmarks(set.intersection(*(set(by_bench) for by_bench in rows.values())))
     for (run, stage), by_bench in rows.items():
         total = pooled([by_bench[b] for b in common])
         cells = [em_cell(by_bench[b].overall) if b in by_bench else "-" for b in benchmarks]
@@ -113,13 +113,13 @@ def ablation_table(results: list[Result]) -> Table:
             if key[1] in ("sft", "rl", "rl_nolen") and key[0] in with_rl}
     for (run, stage), by_bench in rows.items():
         # `all` pools only the benchmarks every compared stage of this run has, so the rows stay comparable
-        common = set.intersection(*(set(b) for (r, _), b in rows.items() if r == run)) - set(SLICES)
+        common = whole_benchmarks(set.intersection(*(set(b) for (r, _), b in rows.items() if r == run)))
         for benchmark, result in [*by_bench.items(), ("all", None)]:
-            overall = pooled([by_bench[b] for b in sorted(common)]) if result is None else result.overall
+            overall = pooled([by_bench[b] for b in common]) if result is None else result.overall
             table.rows.append([run, STAGE_LABELS[stage], benchmark, em_cell(overall),
                                fmt(overall["tokens_generated"], 0), fmt(overall["tool_calls"], 2),
                                fmt(overall["answer_rate"])])
-    table.note = "`all` pools the benchmarks that SFT and both RL runs of the model all have."
+    table.note = "`all` pools the benchmarks that SFT and both RL runs of the model all have (not the goal slices of `make goals`)."
     return table
 
 
@@ -194,7 +194,7 @@ def comparison_groups(new: dict[str, Result], old: dict[str, Result]) -> list[tu
     """Each benchmark both stages have, the pools of POOLS, and `all` where it adds a row (slices left out of
     the pools: their questions are their benchmark's)."""
     common = [b for b in new if b in old]
-    whole = [b for b in common if b not in SLICES]
+    whole = [b for b in common if b in whole_benchmarks(common)]
     pools = [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(whole)]
     # `all` only where it adds a row: not for one benchmark, nor where it equals a pool
     every = [("all", whole)] if len(whole) > 1 and all(set(m) != set(whole) for _, m in pools) else []
@@ -351,18 +351,22 @@ def timing_table(runs: Path, only: set[str] | None = None) -> Table:
     for path in selected(runs, "*/*/train_summary.json", only):
         steps.append((f"train {path.parent.name}", path, lambda d: d.get("wall_seconds")))
     for stage in sorted(selected(runs, "*/*/eval", only), key=lambda p: (p.parent.parent.name, stage_rank(p.parent.name))):
-        timed = [_read(m).get("run", {}) for m in stage.glob("*/metrics.json")]
-        total = sum(run.get("seconds_this_run") or 0 for run in timed)
-        shares = [run["cpu_share"] for run in timed if run.get("cpu_share") is not None]
-        table.rows.append([f"eval {stage.parent.name}", str(stage.relative_to(runs)), f"{total:.0f}",
-                           fmt(min(shares, default=None), 2)])
+        for kind, results in (("eval", [m for m in stage.glob("*/metrics.json") if m.parent.name not in SLICES]),
+                              ("goals", [m for m in stage.glob("*/metrics.json") if m.parent.name in SLICES])):
+            timed = [_read(m).get("run", {}) for m in results]
+            if not timed:
+                continue
+            total = sum(run.get("seconds_this_run") or 0 for run in timed)
+            shares = [run["cpu_share"] for run in timed if run.get("cpu_share") is not None]
+            table.rows.append([f"{kind} {stage.parent.name}", str(stage.relative_to(runs)), f"{total:.0f}",
+                               fmt(min(shares, default=None), 2)])
     for name, path, seconds in steps:
         data = _read(path) if path.exists() else {}
         if seconds(data) is not None:
             table.rows.append([name, str(path.relative_to(runs).parent), f"{seconds(data):.0f}",
                                fmt(data.get("cpu_share"), 2)])
-    table.rows.sort(key=lambda row: ["datastore", "questions", "trajectories", "train", "eval"].index(row[0].split(" ")[0]))
-    table.note = ("Eval seconds count only the episodes run by the latest call (reused results cost nothing). CPU share: "
+    table.rows.sort(key=lambda row: ["datastore", "questions", "trajectories", "train", "eval", "goals"].index(row[0].split(" ")[0]))
+    table.note = ("Eval seconds (goals: `make goals`' slices) count only the episodes run by the latest call (reused results cost nothing). CPU share: "
                   "the stage's CPU time over wall time x torch threads (for eval: while its episodes ran, lowest benchmark); well under ~0.9 on "
                   "a CPU run means another job shared the machine and the time is not the recipe's.")
     return table

@@ -15,7 +15,8 @@ autocast, and the compiled one with gradient checkpointing (TRL's default, which
 off). With --sampling it compares instead the recipe's own setup (its gradient accumulation
 included) under each `train_sampling_strategy`, against length-grouped batches; with --freeze, the
 recipe's setup with the embeddings and the first N decoder layers fixed (`freeze_layers`), against
-N = 0; with --micro-batches, the recipe's rows a step run in micro-batches of each size that divides them. The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
+N = 0; with --micro-batches, the recipe's rows a step run in micro-batches of each power of two
+from 2 that divides them. The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
 slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise.
 Writes runs/bench/sft_throughput.{json,md} (--sampling: sft_sampling.{json,md}; --freeze:
 sft_freeze.{json,md}; --micro-batches: sft_micro_batches.{json,md}).
@@ -57,9 +58,9 @@ FREEZES = {f"recipe setup, {count} layers frozen": {"freeze_layers": count} for 
 
 
 def micro_batches(config: str) -> dict:
-    """--micro-batches: the recipe's rows a step cut into micro-batches of its own size first, then of every
-    other power of two from 2 that divides them (one row has no prompt to share). Bigger ones run the shared prompt once for more rows and make larger
-    matmuls, but pad more (fewer rows of like length)."""
+    """--micro-batches: the recipe's rows a step cut into micro-batches of its own size first, then of
+    every other power of two from 2 that divides them (one row has no prompt to share). Bigger ones run
+    the shared prompt once for more rows and make larger matmuls, but pad more (fewer like-length rows)."""
     import yaml
 
     recipe = yaml.safe_load(Path(config).read_text())
@@ -132,7 +133,7 @@ def main(argv=None) -> None:
     parser.add_argument("--freeze", action="store_true", help="compare the recipe's setup with its bottom layers "
                         "frozen (freeze_layers) instead of the speed-ups")
     parser.add_argument("--micro-batches", action="store_true", help="compare the recipe's setup with its rows a "
-                        "step in micro-batches of other sizes (the recipe's 8: 4 x 2, then 1 x 8, 2 x 4, 8 x 1)")
+                        "step in micro-batches of other sizes (the recipe's 8: 4 x 2, then 2 x 4 and 8 x 1)")
     args = parser.parse_args(argv)
     if args.micro_batches:
         setups = micro_batches(args.config)

@@ -167,3 +167,6 @@ def test_expert_agreement_scores_each_turn_of_evaluated_episodes(setup, walks, r
              "--datastore", str(root / "datastore"), "--out", str(runs / "b.json")])
     sliced = json.loads((runs / "b.json").read_text())["m/sft"]
     assert sliced == {"world_test_heldout_2hop": report["world_test_heldout"], "by_pool": {"heldout": report["by_pool"]["heldout"]}}
+    with pytest.raises(UserError, match="judge world_test_heldout_2hop apart from world_test_heldout"):
+        EA.main(["m/sft", "--benchmarks", "world_test_heldout", "world_test_heldout_2hop", "--world", str(root / "world"),
+                 "--datastore", str(root / "datastore")])

@@ -19,11 +19,12 @@ QUESTIONS = [{"id": f"q{i}", "question": f"Q{i}?", "answers": [ans], "hops": hop
                                                      ("yes", 2, "yesno"), ("Ada Vell", 3, "bridge")])]
 
 
-def write_result(runs: Path, stage: str, benchmark: str, predictions: list, tokens: int, calls: int = 2, run: str = "m"):
+def write_result(runs: Path, stage: str, benchmark: str, predictions: list, tokens: int, calls: int = 2, run: str = "m",
+                 questions: list = QUESTIONS):
     from agent.run import score
 
     records = [{**q, "prediction": p, "tokens_generated": tokens, "tool_calls": calls, "valid_tool_calls": calls,
-                "retrieved": [], "opened": [], "finish": "answer"} for q, p in zip(QUESTIONS, predictions)]
+                "retrieved": [], "opened": [], "finish": "answer"} for q, p in zip(questions, predictions)]
     metrics = score(records)
     metrics["run"] = {"questions": str(runs / "data/world/questions/test.jsonl")}
     out = runs / run / stage / "eval" / benchmark
@@ -935,32 +936,70 @@ def test_a_goal_slice_runs_its_benchmark_filtered_and_is_its_own_result(runs, mo
     assert groups["all"] == ["world_test", "world_test_heldout"]  # the slice's questions are world_test's
 
 
-def test_goals_table_holds_each_slice_against_issue_4s_goals(runs, capsys):
+def test_goals_table_holds_each_slice_against_issue_4s_goals(runs):
     from common.errors import UserError
     from eval import goals
 
     questions = runs / "data/world/questions"
     questions.mkdir(parents=True)
-    (questions / "test.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
-    (questions / "test_heldout.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    pooled = [{**q, "pool": "sft"} for q in QUESTIONS]  # slices: sft-pool 1-2 hops (3), 2 hops (2)
+    for name in ("test.jsonl", "test_heldout.jsonl"):
+        (questions / name).write_text("".join(json.dumps(q) + "\n" for q in pooled))
     with pytest.raises(UserError, match="run make goals"):
         goals.main(["--run", "m"])
-    write_result(runs, "sft", "world_test_sft_le2hop", ["Paris", "1874", "yes", "Ada Vell"], tokens=50)
-    out = write_result(runs, "sft", "world_test_heldout_2hop", ["Paris", "no", None, None], tokens=50)
+    write_result(runs, "sft", "world_test_sft_le2hop", ["Paris", "1874", "yes"], tokens=50, questions=pooled)
+    out = write_result(runs, "sft", "world_test_heldout_2hop", ["1874", None], tokens=50, questions=pooled[1:])
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
-    records[0]["valid_tool_calls"] = 0  # 6 of 8 calls valid; the last two episodes never answer
+    records[0]["valid_tool_calls"] = 0  # 2 of 4 calls valid; the second episode never answers
     (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_result(runs, "rl", "world_test_heldout_2hop", ["1874"], tokens=50, questions=pooled[1:])  # killed after one of two
     goals.main(["--run", "m"])
     written = json.loads((runs / "m" / "goals.json").read_text())["goals"]
-    got = {row["goal"]: (row["value"], row["met"], row["n"]) for row in written}
-    assert got["EM, test sft-pool 1-2 hops"] == (1.0, True, 4)
-    assert got["EM, test_heldout 2-hop"] == (0.25, False, 4)
-    assert got["valid tool calls, heldout 2-hop"] == (0.75, False, 4)
-    assert got["answer rate, heldout 2-hop"] == (0.5, False, 4)
-    assert got["answer rate, sft-pool 1-2 hops"] == (1.0, True, 4)
-    low, high = next(row["ci"] for row in written if row["goal"] == "valid tool calls, heldout 2-hop")
-    assert 0.0 <= low < 0.75 < high <= 1.0
-    assert "| SFT | EM, test_heldout 2-hop | >= 0.50 | 0.250 [" in (runs / "m" / "goals.md").read_text()
+    got = {(row["stage"], row["goal"]): (row["value"], row["met"], row["n"]) for row in written}
+    assert got["sft", "EM, test sft-pool 1-2 hops"] == (1.0, True, 3)
+    assert got["sft", "EM, test_heldout 2-hop"] == (0.5, True, 2)
+    assert got["sft", "valid tool calls, heldout 2-hop"] == (0.5, False, 2)
+    assert got["sft", "answer rate, heldout 2-hop"] == (0.5, False, 2)
+    assert got["rl", "EM, test_heldout 2-hop"] == (1.0, None, 1)  # not judged on part of the slice
+    assert got["rl", "EM, test sft-pool 1-2 hops"] == (None, None, 0)  # not evaluated
+    low, high = next(row["ci"] for row in written if row["goal"] == "EM, test sft-pool 1-2 hops")
+    assert 0.3 < low < 1.0 and high == 1.0  # 3 of 3 is not proof of 0.90: Wilson's interval stays open
+    text = (runs / "m" / "goals.md").read_text()
+    assert "| SFT | EM, test_heldout 2-hop | >= 0.50 | 0.500 [" in text
+    assert "| SFT+RL | EM, test_heldout 2-hop | >= 0.50 | 1.000 [" in text and "| 1 of 2 | - |" in text
+    assert "| SFT+RL | EM, test sft-pool 1-2 hops | >= 0.90 | not evaluated | 0 of 3 | - |" in text
+
+
+def test_a_slice_folder_with_questions_outside_the_slice_is_refused(runs, capsys):
+    from eval.results import collect_benchmarks
+
+    questions = runs / "data/world/questions"
+    questions.mkdir(parents=True)
+    (questions / "test_heldout.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    write_result(runs, "sft", "world_test_heldout_2hop", ["Paris", "1874", "yes", None], tokens=50)  # all hops
+    assert collect_benchmarks(runs) == []
+    assert "2 of its 4 predictions are not questions of world_test_heldout_2hop" in capsys.readouterr().out  # 1 and 3 hops
+
+
+def test_main_table_and_ablation_never_pool_a_slice_with_its_benchmark(fixture_runs, monkeypatch):
+    import eval.run
+    from eval.results import collect_benchmarks
+    from eval.tables import ablation_table, main_table
+
+    for stage in ("sft", "rl", "rl_nolen"):
+        out = write_result(fixture_runs, stage, "world_test_le2", ["Paris", "1874", "yes", "x"], tokens=5)
+        rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()][:3]
+        (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setitem(eval.run.SLICES, "world_test_le2", ("world_test", ("hops=1,2",)))
+    results = [r for r in collect_benchmarks(fixture_runs) if r.stage != "closed-book"]
+    main, ablation = main_table(results), ablation_table(results)
+    assert "benchmarks every row has (world_test)" in main.note
+    sft = next(row for row in main.rows if row[1] == "SFT")
+    assert sft[-1] == "200"  # tokens per correct: 4 episodes x 100 tokens / 2 right, on world_test alone
+    every = next(row for row in ablation.rows if row[1] == "SFT" and row[2] == "all")
+    assert every[4] == "100"  # policy tokens of world_test only (the slice's rows have 5)
+    from eval.plots import _rows
+    assert _rows(results)[1] == ["world_test"]  # the plots pool the same benchmarks
 
 
 def test_ratio_interval_resamples_units_not_their_parts():
@@ -971,3 +1010,13 @@ def test_ratio_interval_resamples_units_not_their_parts():
     assert low < 9 / 19 < high and high == 1.0
     assert ratio_bootstrap_ci([1, 2], [2, 2]) is not None and ratio_bootstrap_ci([], []) is None
     assert ratio_bootstrap_ci([0, 0], [0, 0]) is None
+
+
+def test_wilson_interval_known_values():
+    from eval.stats import wilson_ci
+
+    low, high = wilson_ci(179, 179)
+    assert high == 1.0 and abs(low - 0.979) < 0.001  # all right, yet not proof of a 0.98 rate
+    low, high = wilson_ci(5, 10)
+    assert abs(low - 0.237) < 0.001 and abs(high - 0.763) < 0.001
+    assert wilson_ci(0, 0) is None
