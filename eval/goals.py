@@ -36,9 +36,10 @@ class Goal:
 GOALS = [
     Goal("world_test_sft_le2hop", "em", "EM, test sft-pool 1-2 hops", 0.90),
     Goal("world_test_heldout_2hop", "em", "EM, test_heldout 2-hop", 0.50),
-    *(Goal(name, what, f"{label}, {where}", 0.98)
-      for name, where in (("world_test_sft_le2hop", "sft-pool 1-2 hops"), ("world_test_heldout_2hop", "heldout 2-hop"))
-      for what, label in (("valid_calls", "valid tool calls"), ("answered", "answer rate"))),
+    Goal("world_test_sft_le2hop", "valid_calls", "valid tool calls, sft-pool 1-2 hops", 0.98),
+    Goal("world_test_sft_le2hop", "answered", "answer rate, sft-pool 1-2 hops", 0.98),
+    Goal("world_test_heldout_2hop", "valid_calls", "valid tool calls, heldout 2-hop", 0.98),
+    Goal("world_test_heldout_2hop", "answered", "answer rate, heldout 2-hop", 0.98),
 ]
 
 
