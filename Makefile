@@ -94,7 +94,7 @@ eval: data
 	$(PY) -m data.realsets --dataset hotpotqa_dev500 --retrievers bm25
 	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen --baselines "")
 
-# issue 4's goals: every trained stage on the goal slices in full (eval.run.SLICES; ~9 min per stage here), then
+# issue 4's goals: every trained stage on the goal slices in full (eval.run.SLICES; 7-35 min per stage on stop 47's CPU), then
 # each goal beside its measured value and interval in runs/<run>/goals.md (RL_SEED=1: that seed's RL stages)
 goals: data
 	$(PY) -m eval.run --config recipes/$(MODEL)/goals.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen)

@@ -41,12 +41,17 @@ def read_questions(path: str, limit: int | None = None, where: list[str] | None 
     return questions[:limit] if limit else questions
 
 
-def matching(questions: list[dict], condition: str, path: str) -> list[dict]:
-    """The questions whose field is one of the values: "hops=1,2" keeps 1- and 2-hop questions."""
+def where_condition(condition: str) -> tuple[str, set[str]]:
+    """"hops=1,2" -> ("hops", {"1", "2"}): a question passes when str(its field) is one of the values."""
     field, sep, values = condition.partition("=")
     if not sep or not field or not values:
         raise UserError(f"--where {condition!r}: write FIELD=VALUE[,VALUE...], e.g. --where hops=1,2")
-    wanted = set(values.split(","))
+    return field, set(values.split(","))
+
+
+def matching(questions: list[dict], condition: str, path: str) -> list[dict]:
+    """The questions whose field is one of the values: "hops=1,2" keeps 1- and 2-hop questions."""
+    field, wanted = where_condition(condition)
     kept = [q for q in questions if str(q.get(field)) in wanted]
     if not kept:
         seen = sorted({str(q.get(field)) for q in questions})[:10]

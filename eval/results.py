@@ -45,7 +45,9 @@ def question_ids(path: Path, cache: dict) -> set[str] | None:
 
 def outside_slice(records: list[dict], where: tuple[str, ...]) -> list[str]:
     """Ids of the records that a slice's filters (agent.run --where FIELD=V1,V2) leave out."""
-    conditions = [(field, set(values.split(","))) for field, _, values in (c.partition("=") for c in where)]
+    from agent.run import where_condition
+
+    conditions = [where_condition(condition) for condition in where]
     return [r["id"] for r in records if not all(str(r.get(field)) in wanted for field, wanted in conditions)]
 
 

@@ -194,7 +194,7 @@ def comparison_groups(new: dict[str, Result], old: dict[str, Result]) -> list[tu
     """Each benchmark both stages have, the pools of POOLS, and `all` where it adds a row (slices left out of
     the pools: their questions are their benchmark's)."""
     common = [b for b in new if b in old]
-    whole = [b for b in common if b in whole_benchmarks(common)]
+    whole = [b for b in common if b not in SLICES]  # whole_benchmarks' test, keeping the stages' order
     pools = [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(whole)]
     # `all` only where it adds a row: not for one benchmark, nor where it equals a pool
     every = [("all", whole)] if len(whole) > 1 and all(set(m) != set(whole) for _, m in pools) else []
@@ -351,9 +351,9 @@ def timing_table(runs: Path, only: set[str] | None = None) -> Table:
     for path in selected(runs, "*/*/train_summary.json", only):
         steps.append((f"train {path.parent.name}", path, lambda d: d.get("wall_seconds")))
     for stage in sorted(selected(runs, "*/*/eval", only), key=lambda p: (p.parent.parent.name, stage_rank(p.parent.name))):
-        for kind, results in (("eval", [m for m in stage.glob("*/metrics.json") if m.parent.name not in SLICES]),
-                              ("goals", [m for m in stage.glob("*/metrics.json") if m.parent.name in SLICES])):
-            timed = [_read(m).get("run", {}) for m in results]
+        found = list(stage.glob("*/metrics.json"))
+        for kind, in_slices in (("eval", False), ("goals", True)):
+            timed = [_read(m).get("run", {}) for m in found if (m.parent.name in SLICES) == in_slices]
             if not timed:
                 continue
             total = sum(run.get("seconds_this_run") or 0 for run in timed)
