@@ -34,12 +34,12 @@ from data.corrections import Expert, verdicts_of
 from data.leakage import PAIRED
 from data.trajectory_oracle import Drop, Oracle, WorldIndex
 from eval.metrics import best_em
-from eval.run import BENCHMARKS, SLICES
+from eval.run import BENCHMARKS, SLICES, questions_benchmark
 from eval.stats import mean_and_ci
 
 SYNTHETIC = [name for name, (_, store) in BENCHMARKS.items() if store == "world"]
 # the goal slices of those (make goals): their questions are their benchmark's, so judge them apart (--benchmarks)
-SYNTHETIC_SLICES = {name: parent for name, (parent, _) in SLICES.items() if parent in SYNTHETIC}
+SYNTHETIC_SLICES = {name: questions_benchmark(name) for name in SLICES if questions_benchmark(name) in SYNTHETIC}
 
 
 def judged(expert: Expert, questions: dict, episodes: list[dict]) -> tuple[list[list[str]], list[dict]]:
@@ -138,7 +138,7 @@ def main(argv=None) -> None:
             if not (folder / "predictions.jsonl").is_file():
                 continue
             if bench not in questions_of:
-                source = BENCHMARKS[SYNTHETIC_SLICES.get(bench, bench)][0]
+                source = BENCHMARKS[questions_benchmark(bench)][0]
                 questions_of[bench] = {q["id"]: q for q in read_questions(str(runs_dir() / source))}
             questions = questions_of[bench]
             episodes = [row for _, row in iter_jsonl(folder / "predictions.jsonl", "one agent.run episode per line")]

@@ -19,7 +19,7 @@ from common.errors import UserError, cli_main
 from common.io import atomic_write_json, atomic_write_text
 from common.paths import runs_dir
 from eval.results import STAGE_LABELS, Result, collect_benchmarks, grouped
-from eval.run import BENCHMARKS, SLICES
+from eval.run import BENCHMARKS, SLICES, questions_benchmark
 from eval.stats import ratio_bootstrap_ci, wilson_ci
 
 
@@ -79,8 +79,9 @@ def slice_sizes(runs) -> dict[str, int]:
     """How many questions each slice has: the count a complete evaluation of it must reach."""
     from agent.run import read_questions
 
-    return {name: len(read_questions(str(runs / BENCHMARKS[parent][0]), where=list(where)))
-            for name, (parent, where) in SLICES.items() if (runs / BENCHMARKS[parent][0]).is_file()}
+    files = {name: runs / BENCHMARKS[questions_benchmark(name)][0] for name in SLICES}
+    return {name: len(read_questions(str(files[name]), where=list(where)))
+            for name, (_, where) in SLICES.items() if files[name].is_file()}
 
 
 def goal_rows(results: list[Result], run: str, sizes: dict[str, int]) -> list[dict]:

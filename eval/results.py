@@ -111,11 +111,10 @@ def grouped(results: list[Result]) -> dict[tuple[str, str], dict[str, Result]]:
 
 def collect_benchmarks(runs: Path, log=print, only: set[str] | None = None) -> list[Result]:
     """`collect` with the recipe's named benchmarks and slices (eval.run.BENCHMARKS, SLICES) resolved under `runs`."""
-    from eval.run import BENCHMARKS, SLICES
+    from eval.run import BENCHMARKS, SLICES, questions_benchmark
 
-    files = {name: runs / path for name, (path, _) in BENCHMARKS.items()}
-    return collect(runs, files | {name: files[parent] for name, (parent, _) in SLICES.items()}, log, only,
-                   {name: where for name, (_, where) in SLICES.items()})
+    files = {name: runs / BENCHMARKS[questions_benchmark(name)][0] for name in [*BENCHMARKS, *SLICES]}
+    return collect(runs, files, log, only, {name: where for name, (_, where) in SLICES.items()})
 
 
 def whole_benchmarks(names) -> list[str]:

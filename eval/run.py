@@ -46,6 +46,12 @@ SLICES = {
     "world_test_sft_le2hop": ("world_test", ("pool=sft", "hops=1,2")),  # SFT's own distribution: goal EM 0.90
     "world_test_heldout_2hop": ("world_test_heldout", ("hops=2",)),     # reworded 2-hop: goal EM 0.50
 }
+
+
+def questions_benchmark(name: str) -> str:
+    """The benchmark whose questions file a benchmark or slice reads: a slice's parent, else itself."""
+    return SLICES[name][0] if name in SLICES else name
+
 TRAINED_STAGES = ("sft", "rl", "rl_nolen")
 CALIBRATED_STAGES = {"sft_stop": "sft", "rl_stop": "rl"}  # stage -> the checkpoint it decodes with its dev-fitted stop
 STOP_FIT = "stop_fit.json"  # in the checkpoint's stage folder, written by make stop-fit
@@ -91,7 +97,7 @@ class Job:
 def benchmark_table(args: EvalArguments) -> dict[str, tuple[Path, str, tuple[str, ...]]]:
     """name -> (questions file, datastore, question filters) of every benchmark and slice a recipe can name."""
     table = {name: (runs_dir() / path, store, ()) for name, (path, store) in BENCHMARKS.items()}
-    table |= {name: (*table[parent][:2], where) for name, (parent, where) in SLICES.items()}
+    table |= {name: (*table[questions_benchmark(name)][:2], where) for name, (_, where) in SLICES.items()}
     for spec in args.extra_benchmarks:
         name, _, rest = spec.partition("=")
         path, _, store = rest.partition("@")

@@ -176,7 +176,9 @@ def bench(args, setups: dict, baseline: str, report: str, as_recipe: bool = Fals
             for name, s in summary.items()]
     mode = " --sampling" if args.sampling else " --freeze" if args.freeze else " --micro-batches" if args.micro_batches else ""
     command = f"python -m sft.bench --config {args.config} --steps {args.steps}{mode}"
-    what = "each sampler's own batches" if args.sampling else "same batches for each setup"
+    what = ("each sampler's own batches" if args.sampling else
+            "the same rows in each step, cut into each setup's micro-batches" if args.micro_batches else
+            "same batches for each setup")
     table = "\n".join([f"SFT throughput (`{command}`), full fine-tuning, {what}:", "",
                        f"| setup | tokens/s (mean) | vs {baseline} | tokens/s after the first step | per round |",
                        "|---|---|---|---|---|", *rows, ""])

@@ -62,6 +62,27 @@ def test_mask_covers_exactly_the_assistant_spans(tokenizer, store, template):  #
 
 
 @pytest.mark.parametrize("template", ["compact", "qwen2_5", "qwen3"])
+def test_each_turn_trains_on_the_token_ids_the_agent_prefills(tokenizer, store, template):  # noqa: F811
+    """Token faithfulness of SFT: before each assistant turn, the training row holds exactly the ids the
+    agent prefills at inference (its backend renders the conversation so far and tokenizes the text),
+    and that turn's first generated token carries loss. Equal text is not enough: BPE could cut it
+    differently. (The newline that closes the generation prompt is trained too, as the mask test allows.)"""
+    from types import SimpleNamespace
+
+    from agent.backends import TransformersBackend
+
+    tok = template_variant(tokenizer, template)
+    messages = trajectory(SearchTools(store))
+    ids, labels = tokenize_trajectory(tok, messages, TOOLS, training_template(tok))
+    agent = SimpleNamespace(tokenizer=tok)
+    turns = [i for i, message in enumerate(messages) if message["role"] == "assistant"]
+    for turn in turns:
+        prompt = tok(TransformersBackend.render(agent, messages[:turn], TOOLS), add_special_tokens=False)["input_ids"]
+        assert ids[:len(prompt)] == prompt, f"turn {turn}: the context differs from what inference prefills"
+        assert labels[len(prompt)] != -100, f"turn {turn}: its first generated token carries no loss"
+
+
+@pytest.mark.parametrize("template", ["compact", "qwen2_5", "qwen3"])
 def test_an_untrained_assistant_message_is_left_out_of_the_loss(tokenizer, store, template):  # noqa: F811
     tok = template_variant(tokenizer, template)
     messages = trajectory(SearchTools(store))
