@@ -125,6 +125,7 @@ def ablation_table(results: list[Result]) -> Table:
 
 # (stage, against, label): the differences issue 5's goals are stated on
 COMPARISONS = [("rl", "sft", "SFT+RL vs SFT"), ("rl", "rl_nolen", "length penalty vs none (both RL)"),
+               ("rl_nolen", "sft", "SFT+RL without the length penalty vs SFT"),  # what RL's outcome reward adds alone
                ("sft_stop", "sft", "calibrated stop vs greedy (SFT)"), ("rl_stop", "rl", "calibrated stop vs greedy (RL)"),
                ("rl_stop", "sft_stop", "SFT+RL vs SFT, both with their calibrated stop")]
 # benchmarks pooled as one row where both stages have them: where SFT is weakest (issue 5's +10 points)

@@ -238,7 +238,9 @@ def test_paired_table_matches_questions_by_id(fixture_runs):
     assert [r["prediction"] for r in old] == ["Paris", "1874", "no", None]
     paired = {t.name: t for t in build_tables(fixture_runs, log=lambda line: None)}["paired"]
     rows = {row[1]: row for row in paired.rows}
-    assert set(rows) == {"SFT+RL vs SFT", "length penalty vs none (both RL)"}
+    assert set(rows) == {"SFT+RL vs SFT", "length penalty vs none (both RL)", "SFT+RL without the length penalty vs SFT"}
+    outcome_only = rows["SFT+RL without the length penalty vs SFT"]  # EM [1, 1, 0, 0] -> [1, 1, 1, 0]; tokens 100 -> 120
+    assert outcome_only[4] == "0.500 -> 0.750" and outcome_only[6:8] == ["100 -> 120", "+20% [+20%, +20%]"]
     vs_sft = rows["SFT+RL vs SFT"]  # EM [1, 1, 0, 0] -> [1, 1, 1, 1]; tokens 100 -> 60
     assert vs_sft[2:5] == ["world_test", "4", "0.500 -> 1.000"] and vs_sft[5].startswith("+0.500 [+0.00, +1.00]")
     assert vs_sft[6:8] == ["100 -> 60", "-40% [-40%, -40%]"]
