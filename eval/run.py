@@ -46,16 +46,15 @@ SLICES = {
     "world_test_sft_le2hop": ("world_test", ("pool=sft", "hops=1,2")),  # SFT's own distribution: goal EM 0.90
     "world_test_heldout_2hop": ("world_test_heldout", ("hops=2",)),     # reworded 2-hop: goal EM 0.50
 }
+TRAINED_STAGES = ("sft", "rl", "rl_nolen")
+CALIBRATED_STAGES = {"sft_stop": "sft", "rl_stop": "rl"}  # stage -> the checkpoint it decodes with its dev-fitted stop
+STOP_FIT = "stop_fit.json"  # in the checkpoint's stage folder, written by make stop-fit
+MODES = {"base": "agent", "closed-book": "closed-book", "naive-rag": "rag"}  # stage -> how the model is run
 
 
 def questions_benchmark(name: str) -> str:
     """The benchmark whose questions file a benchmark or slice reads: a slice's parent, else itself."""
     return SLICES[name][0] if name in SLICES else name
-
-TRAINED_STAGES = ("sft", "rl", "rl_nolen")
-CALIBRATED_STAGES = {"sft_stop": "sft", "rl_stop": "rl"}  # stage -> the checkpoint it decodes with its dev-fitted stop
-STOP_FIT = "stop_fit.json"  # in the checkpoint's stage folder, written by make stop-fit
-MODES = {"base": "agent", "closed-book": "closed-book", "naive-rag": "rag"}  # stage -> how the model is run
 
 
 @dataclass
