@@ -39,7 +39,7 @@ from eval.stats import mean_and_ci
 
 SYNTHETIC = [name for name, (_, store) in BENCHMARKS.items() if store == "world"]
 # the goal slices of those (make goals): their questions are their benchmark's, so judge them apart (--benchmarks)
-SYNTHETIC_SLICES = {name: questions_benchmark(name) for name in SLICES if questions_benchmark(name) in SYNTHETIC}
+SYNTHETIC_SLICES = {name: parent for name, (parent, _) in SLICES.items() if parent in SYNTHETIC}
 
 
 def judged(expert: Expert, questions: dict, episodes: list[dict]) -> tuple[list[list[str]], list[dict]]:

@@ -63,11 +63,12 @@ def interval(tops: list[float], bottoms: list[float], what: str) -> list[float]:
     return [round(min(wilson[0], bootstrap[0]), 3), round(max(wilson[1], bootstrap[1]), 3)]
 
 
-def measure(result: Result, goal: Goal, expected: int) -> dict:
+def measure(result: Result | None, goal: Goal, expected: int) -> dict:
     """The measured value, its 95% interval and whether it reaches the goal; not judged (met None) on
-    fewer episodes than the slice has questions (a run with a limit, or one killed before the end)."""
-    tops, bottoms = episode_counts(result, goal.what)
-    n = len(result.records)
+    fewer episodes than the slice has questions (a run with a limit, one killed before the end, or a
+    slice not evaluated: result None)."""
+    tops, bottoms = episode_counts(result, goal.what) if result else ([], [])
+    n = len(result.records) if result else 0
     if not sum(bottoms):
         return {"value": None, "ci": None, "n": n, "of": expected, "met": None}
     value = sum(tops) / sum(bottoms)
@@ -92,8 +93,7 @@ def goal_rows(results: list[Result], run: str, sizes: dict[str, int]) -> list[di
         if name != run:
             continue
         for goal in GOALS:
-            measured = measure(by_bench[goal.slice], goal, sizes.get(goal.slice, 0)) if goal.slice in by_bench else \
-                {"value": None, "ci": None, "n": 0, "of": sizes.get(goal.slice, 0), "met": None}
+            measured = measure(by_bench.get(goal.slice), goal, sizes.get(goal.slice, 0))
             rows.append({"stage": stage, "goal": goal.label, "least": goal.least, **measured})
     return rows
 

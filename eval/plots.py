@@ -38,7 +38,7 @@ def _pyplot():
 def _rows(results: list[Result]) -> tuple[dict, list[str]]:
     """Per (run, stage): the results on the whole benchmarks (not slices) that every row has."""
     rows = grouped(results)
-    common = whole_benchmarks(set.intersection(*(set(by_bench) for by_bench in rows.values()))) if rows else []
+    common = whole_benchmarks(sorted(set.intersection(*(set(by_bench) for by_bench in rows.values())))) if rows else []
     return {key: [by_bench[b] for b in common] for key, by_bench in rows.items()}, common
 
 

@@ -118,11 +118,11 @@ def collect_benchmarks(runs: Path, log=print, only: set[str] | None = None) -> l
 
 
 def whole_benchmarks(names) -> list[str]:
-    """The names that are whole benchmarks, not slices of one (eval.run.SLICES), sorted: pooled with its
-    benchmark, a slice would count its questions twice."""
+    """The names that are whole benchmarks, not slices of one (eval.run.SLICES), in the order given: pooled
+    with its benchmark, a slice would count its questions twice."""
     from eval.run import SLICES
 
-    return sorted(set(names) - set(SLICES))
+    return [name for name in names if name not in SLICES]
 
 
 def pooled(results: list[Result]) -> dict:

@@ -85,7 +85,7 @@ def main_table(results: list[Result]) -> Table:
                   ["model", "stage", *benchmarks, "n per set", "answer rate", "valid calls", "evidence recall",
                    "answers after a miss", "tool calls", "policy tokens", "tokens per correct"])
     rows = grouped(results)
-    common = whole_benchmarks(set.intersection(*(set(by_bench) for by_bench in rows.values())))
+    common = whole_benchmarks(sorted(set.intersection(*(set(by_bench) for by_bench in rows.values()))))
     for (run, stage), by_bench in rows.items():
         total = pooled([by_bench[b] for b in common])
         cells = [em_cell(by_bench[b].overall) if b in by_bench else "-" for b in benchmarks]
@@ -113,7 +113,7 @@ def ablation_table(results: list[Result]) -> Table:
             if key[1] in ("sft", "rl", "rl_nolen") and key[0] in with_rl}
     for (run, stage), by_bench in rows.items():
         # `all` pools only the benchmarks every compared stage of this run has, so the rows stay comparable
-        common = whole_benchmarks(set.intersection(*(set(b) for (r, _), b in rows.items() if r == run)))
+        common = whole_benchmarks(sorted(set.intersection(*(set(b) for (r, _), b in rows.items() if r == run))))
         for benchmark, result in [*by_bench.items(), ("all", None)]:
             overall = pooled([by_bench[b] for b in common]) if result is None else result.overall
             table.rows.append([run, STAGE_LABELS[stage], benchmark, em_cell(overall),
@@ -195,7 +195,7 @@ def comparison_groups(new: dict[str, Result], old: dict[str, Result]) -> list[tu
     """Each benchmark both stages have, the pools of POOLS, and `all` where it adds a row (slices left out of
     the pools: their questions are their benchmark's)."""
     common = [b for b in new if b in old]
-    whole = [b for b in common if b not in SLICES]  # whole_benchmarks' test, keeping the stages' order
+    whole = whole_benchmarks(common)
     pools = [(name, list(members)) for name, members in POOLS.items() if set(members) <= set(whole)]
     # `all` only where it adds a row: not for one benchmark, nor where it equals a pool
     every = [("all", whole)] if len(whole) > 1 and all(set(m) != set(whole) for _, m in pools) else []
