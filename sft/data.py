@@ -4,7 +4,8 @@ Each trajectory's messages are rendered exactly as the agent sees them at infere
 prompt, same tool schema, same template), using TRL's training variant of the template whose
 `{% generation %}` markers let transformers return the assistant-token mask. Labels are the
 input ids on assistant tokens (the model's own text and tool calls, and the `<|im_end|>` that
-ends its turn) and -100 everywhere else: system prompt, question and tool outputs never enter
+ends its turn) and -100 everywhere else: system prompt, question, tool outputs and the generation
+prompt (`<|im_start|>assistant\n`, which inference prefills and the model never writes) never enter
 the loss, nor does an assistant message marked `"train": false` (the oracle's deliberate slips,
 such as a repeated call that the tools refuse: context to recover from, never a target). We
 tokenize here rather than in SFTTrainer so that what is trained is exactly what the agent renders
@@ -14,6 +15,7 @@ that over-long trajectories are dropped and counted, never cut mid-call.
 from __future__ import annotations
 
 import logging
+import weakref
 from itertools import groupby
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -74,6 +76,23 @@ def stale_warning(path: str) -> str | None:
             "`make data` (python -m data.trajectories), or train on it knowingly")
 
 
+PROBE_TEXTS = ("Alpha", "Bravo", "Charlie")
+
+
+def probe_messages() -> list[dict]:
+    """A question and two tool outputs with three assistant turns, for measuring how a template
+    renders turns. The outputs end differently (a full stop, a bracket) so that what the turns after
+    them share is the template's own text."""
+    call = [{"type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}]
+    messages = [{"role": "user", "content": "Question?"},
+                {"role": "assistant", "content": PROBE_TEXTS[0], "tool_calls": call},
+                {"role": "tool", "name": "search", "content": "[d1] River: founded in 1950."},
+                {"role": "assistant", "content": PROBE_TEXTS[1], "tool_calls": call},
+                {"role": "tool", "name": "search", "content": "[d2] Stone (town)"},
+                {"role": "assistant", "content": PROBE_TEXTS[2]}]
+    return messages
+
+
 def tokenize_trajectory(tokenizer, messages: list[dict], tools: list, template: str) -> tuple[list[int], list[int]]:
     out = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
                                         return_dict=True, return_assistant_tokens_mask=True)
@@ -82,7 +101,61 @@ def tokenize_trajectory(tokenizer, messages: list[dict], tools: list, template: 
         raise UserError("the chat template marked no assistant tokens; it needs {% generation %} markers "
                         "(use a template TRL knows, or add them)")
     mask = _unmark_untrained(mask, messages)
+    mask = _unmark_run_starts(mask, generation_prompt_tail(tokenizer, template))
     return ids, [tok if keep else -100 for tok, keep in zip(ids, mask)]
+
+
+def _marked_runs(mask: list[int]) -> list[list[int]]:
+    return [list(run) for marked, run in groupby(range(len(mask)), key=lambda i: bool(mask[i])) if marked]
+
+
+def _unmark_run_starts(mask: list[int], count: int) -> list[int]:
+    """Clear the first `count` marked tokens of every assistant span."""
+    if not count:
+        return mask
+    mask = list(mask)
+    for run in _marked_runs(mask):
+        mask[run[0]:run[0] + count] = [0] * min(count, len(run))
+    return mask
+
+
+_TAILS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {template: tail}
+
+
+def generation_prompt_tail(tokenizer, template: str) -> int:
+    """generation_prompt_tail_uncached, once per tokenizer and template (it renders four conversations)."""
+    known = _TAILS.setdefault(tokenizer, {})
+    if template not in known:
+        known[template] = generation_prompt_tail_uncached(tokenizer, template)
+    return known[template]
+
+
+def generation_prompt_tail_uncached(tokenizer, template: str) -> int:
+    """How many tokens at the start of each `{% generation %}` span belong to the generation prompt
+    (TRL's ChatML training templates open the span before the newline that ends
+    `<|im_start|>assistant`). The agent never generates them: inference prefills them. Measured on
+    a rendered conversation, one turn after the question and two after tool outputs, as the number
+    of marked tokens the prompt rendered up to each turn (add_generation_prompt) already holds; the
+    three must agree, or the template renders turns in ways this mask cannot follow."""
+    messages = probe_messages()
+    out = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=True, return_dict=True,
+                                        return_assistant_tokens_mask=True)
+    ids, runs = list(out["input_ids"]), _marked_runs(list(out["assistant_masks"]))
+    turns = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    if len(runs) != len(turns):
+        return 0  # a template that does not mark one span per turn: leave its mask as it is
+    tails = set()
+    for run, turn in zip(runs, turns):
+        prompt = tokenizer.apply_chat_template(messages[:turn], chat_template=template, tokenize=True,
+                                               add_generation_prompt=True, return_dict=True)["input_ids"]
+        if list(prompt) != ids[:len(prompt)]:
+            raise UserError("this chat template renders a turn's context differently from the generation prompt "
+                            "the agent prefills; SFT would train on other tokens than inference sees")
+        tails.add(max(0, len(prompt) - run[0]))
+    if len(tails) != 1:
+        raise UserError(f"this chat template puts {sorted(tails)} generation-prompt tokens into different turns' "
+                        "assistant spans; the loss mask cannot leave them out consistently")
+    return tails.pop()
 
 
 def _unmark_untrained(mask: list[int], messages: list[dict]) -> list[int]:
@@ -91,7 +164,7 @@ def _unmark_untrained(mask: list[int], messages: list[dict]) -> list[int]:
     trained = [m.get("train", True) for m in messages if m["role"] == "assistant"]
     if all(trained):
         return mask
-    runs = [list(run) for marked, run in groupby(range(len(mask)), key=lambda i: bool(mask[i])) if marked]
+    runs = _marked_runs(mask)
     if len(runs) != len(trained):
         raise UserError(f"the chat template marks {len(runs)} assistant spans for {len(trained)} assistant "
                         "messages, so \"train\": false cannot be applied; drop that key or use another template")
@@ -102,30 +175,20 @@ def _unmark_untrained(mask: list[int], messages: list[dict]) -> list[int]:
     return mask
 
 
-PROBE_TEXTS = ("Alpha", "Bravo", "Charlie")
-
-
 def _probe_rendering(tokenizer, template: str) -> tuple[list[int], list[list[int]]] | None:
-    """A question and two tool outputs with three assistant turns, rendered: (ids, the labelled run of
-    each turn), or None where the template does not mark three runs. The outputs end differently
-    (a full stop, a bracket) so that what the turns after them share is the template's own text."""
-    call = [{"type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}]
-    messages = [{"role": "user", "content": "Question?"},
-                {"role": "assistant", "content": PROBE_TEXTS[0], "tool_calls": call},
-                {"role": "tool", "name": "search", "content": "[d1] River: founded in 1950."},
-                {"role": "assistant", "content": PROBE_TEXTS[1], "tool_calls": call},
-                {"role": "tool", "name": "search", "content": "[d2] Stone (town)"},
-                {"role": "assistant", "content": PROBE_TEXTS[2]}]
-    out = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=True, return_dict=True,
+    """probe_messages rendered: (ids, the labelled run of each turn, as tokenize_trajectory labels it),
+    or None where the template does not mark three runs."""
+    out = tokenizer.apply_chat_template(probe_messages(), chat_template=template, tokenize=True, return_dict=True,
                                         return_assistant_tokens_mask=True)
     ids, mask = list(out["input_ids"]), list(out["assistant_masks"])
-    runs = [list(run) for marked, run in groupby(range(len(mask)), key=lambda i: bool(mask[i])) if marked]
+    runs = _marked_runs(_unmark_run_starts(mask, generation_prompt_tail(tokenizer, template)))
     return (ids, runs) if len(runs) == 3 else None
 
 
 def content_offset(tokenizer, template: str) -> int | None:
     """How many labelled tokens the template puts before the text of an assistant turn that follows a
-    tool output (ChatML's training template labels the newline after `assistant`), so that
+    tool output (0 for ChatML once generation_prompt_tail is left out; a template could open a turn
+    with its own text, such as an empty think block), so that
     decision_positions lands on the turn's first own token. Measured on a rendered conversation;
     None where the template prefixes such turns differently from one another: no token is then
     weighted or logged rather than the wrong one."""

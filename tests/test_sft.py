@@ -65,8 +65,9 @@ def test_mask_covers_exactly_the_assistant_spans(tokenizer, store, template):  #
 def test_each_turn_trains_on_the_token_ids_the_agent_prefills(tokenizer, store, template):  # noqa: F811
     """Token faithfulness of SFT: before each assistant turn, the training row holds exactly the ids the
     agent prefills at inference (its backend renders the conversation so far and tokenizes the text),
-    and that turn's first generated token carries loss. Equal text is not enough: BPE could cut it
-    differently. (The newline that closes the generation prompt is trained too, as the mask test allows.)"""
+    and that turn's first generated token carries loss, and no token of that prompt does (the
+    newline that closes `<|im_start|>assistant` is prefilled, never written). Equal text is not
+    enough: BPE could cut it differently."""
     from types import SimpleNamespace
 
     from agent.backends import TransformersBackend
@@ -80,6 +81,7 @@ def test_each_turn_trains_on_the_token_ids_the_agent_prefills(tokenizer, store, 
         prompt = tok(TransformersBackend.render(agent, messages[:turn], TOOLS), add_special_tokens=False)["input_ids"]
         assert ids[:len(prompt)] == prompt, f"turn {turn}: the context differs from what inference prefills"
         assert labels[len(prompt)] != -100, f"turn {turn}: its first generated token carries no loss"
+        assert labels[len(prompt) - 1] == -100, f"turn {turn}: the generation prompt's last token carries loss"
 
 
 @pytest.mark.parametrize("template", ["compact", "qwen2_5", "qwen3"])
