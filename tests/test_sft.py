@@ -705,3 +705,22 @@ def test_the_model_card_does_not_count_missed_evidence_rows_as_trajectories():
     assert first_turns.startswith("17 rows: 7 trajectories, 3 missed-evidence rows") and "7 of their first turns" in first_turns
     assert rows_text({"used": 13, "missed_evidence": 3, "shown_sides": 3}).startswith(
         "7 trajectories, 3 missed-evidence rows") and "3 shown sides" in rows_text({"used": 6, "missed_evidence": 3, "shown_sides": 3})
+
+
+@pytest.mark.parametrize("template,tail", [("compact", 1), ("qwen2_5", 1), ("qwen3", 0)])
+def test_generation_prompt_tail_per_template(tokenizer, template, tail):
+    from sft.data import generation_prompt_tail
+
+    tok = template_variant(tokenizer, template)
+    assert generation_prompt_tail(tok, training_template(tok)) == tail
+
+
+def test_a_template_whose_generation_prompt_is_not_its_context_is_refused(tokenizer):
+    """Inference would prefill `<think>` that training never shows: SFT must not quietly train on other tokens."""
+    from sft.data import generation_prompt_tail
+
+    template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' %}{% generation %}"
+                "{{ m.content }}<|im_end|>{% endgeneration %}{% else %}{{ m.content }}<|im_end|>{% endif %}\n"
+                "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>{% endif %}")
+    with pytest.raises(UserError, match="differently from the generation prompt"):
+        generation_prompt_tail(tokenizer, template)
