@@ -93,6 +93,13 @@ def probe_messages() -> list[dict]:
     return messages
 
 
+def _rendered_probe(tokenizer, template: str) -> tuple[list[int], list[int]]:
+    """probe_messages rendered: (ids, the template's own assistant mask, before any unmarking)."""
+    out = tokenizer.apply_chat_template(probe_messages(), chat_template=template, tokenize=True, return_dict=True,
+                                        return_assistant_tokens_mask=True)
+    return list(out["input_ids"]), list(out["assistant_masks"])
+
+
 def tokenize_trajectory(tokenizer, messages: list[dict], tools: list, template: str) -> tuple[list[int], list[int]]:
     out = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
                                         return_dict=True, return_assistant_tokens_mask=True)
@@ -138,9 +145,8 @@ def generation_prompt_tail_uncached(tokenizer, template: str) -> int:
     of marked tokens the prompt rendered up to each turn (add_generation_prompt) already holds; the
     three must agree, or the template renders turns in ways this mask cannot follow."""
     messages = probe_messages()
-    out = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=True, return_dict=True,
-                                        return_assistant_tokens_mask=True)
-    ids, runs = list(out["input_ids"]), _marked_runs(list(out["assistant_masks"]))
+    ids, mask = _rendered_probe(tokenizer, template)
+    runs = _marked_runs(mask)
     turns = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     if len(runs) != len(turns):
         return 0  # a template that does not mark one span per turn: leave its mask as it is
@@ -178,9 +184,7 @@ def _unmark_untrained(mask: list[int], messages: list[dict]) -> list[int]:
 def _probe_rendering(tokenizer, template: str) -> tuple[list[int], list[list[int]]] | None:
     """probe_messages rendered: (ids, the labelled run of each turn, as tokenize_trajectory labels it),
     or None where the template does not mark three runs."""
-    out = tokenizer.apply_chat_template(probe_messages(), chat_template=template, tokenize=True, return_dict=True,
-                                        return_assistant_tokens_mask=True)
-    ids, mask = list(out["input_ids"]), list(out["assistant_masks"])
+    ids, mask = _rendered_probe(tokenizer, template)
     runs = _marked_runs(_unmark_run_starts(mask, generation_prompt_tail(tokenizer, template)))
     return (ids, runs) if len(runs) == 3 else None
 
