@@ -65,10 +65,10 @@ class TransformersBackend:
     def complete(self, conversations: list[list[dict]], tools: list | None) -> list[Completion]:
         prompts = [self.render(conv, tools) for conv in conversations]
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        stops = [self._stop(conversation, row) for conversation, row in zip(conversations, ids)]
+        keys = [id(conversation) for conversation in conversations]
+        stops = self._stops(conversations, ids, keys)
         completions = self.complete_ids([row + self.answer_tag if stop == "force" else row for row, stop in zip(ids, stops)],
-                                        [id(conversation) for conversation in conversations],
-                                        hold=[stop if isinstance(stop, Hold) else None for stop in stops])
+                                        keys, hold=[stop if isinstance(stop, Hold) else None for stop in stops])
         tag = len(self.answer_tag)
         for completion, stop in zip(completions, stops):
             if stop == "force" and not completion.error:  # the tag belongs to the turn, not to its context
@@ -80,20 +80,53 @@ class TransformersBackend:
                 self.held_answers += 1
         return completions
 
-    def _stop(self, conversation: list[dict], ids: list[int]):
+    def _stops(self, conversations: list[list[dict]], ids: list[list[int]], keys: list) -> list:
         """A calibrated stop (`answer_threshold`): right after a tool output, "force" the turn to open
         with `<answer>` when the model gives that tag at least this probability, even where it is not
         the argmax (the stop ranks contexts better than its level: eval.stop_decisions). Below it the
         model decides as usual, or with `hold_below` its turn is drawn from its distribution given
         that it does not open with the tag (a `Hold`). Fit the threshold on dev oracle contexts,
-        never on test. Costs one more forward pass over the context per turn (no cache)."""
-        if self.answer_threshold is None or conversation[-1].get("role") != "tool":
-            return None
-        if len(ids) + len(self.answer_tag) > self._prompt_limit(self.sampling.max_new_tokens):
-            return None  # complete_ids reports the overflow
-        last_turn = self.max_turns is not None and sum(m["role"] == "assistant" for m in conversation) >= self.max_turns - 1
-        return opening_decision(self.model, ids, self.answer_tag, self.tag_branch, self.answer_threshold,
-                                hold=self.hold_below and not last_turn)
+        never on test. Costs one more forward pass per turn, over the tokens the turn cache does not
+        hold, batched like the turns themselves."""
+        stops: list = [None] * len(ids)
+        if self.answer_threshold is None:
+            return stops
+        limit = self._prompt_limit(self.sampling.max_new_tokens)  # longer contexts: complete_ids reports the overflow
+        asked = [i for i, (conversation, row) in enumerate(zip(conversations, ids))
+                 if conversation[-1].get("role") == "tool" and len(row) + len(self.answer_tag) <= limit]
+        for start in range(0, len(asked), self.batch_size):
+            chunk = asked[start:start + self.batch_size]
+            for i, (steps, greedy) in zip(chunk, self._tag_steps([ids[i] for i in chunk], [keys[i] for i in chunk])):
+                last_turn = self.max_turns is not None and \
+                    sum(m["role"] == "assistant" for m in conversations[i]) >= self.max_turns - 1
+                stops[i] = opening_rule(steps, greedy, self.tag_branch, self.answer_threshold,
+                                        hold=self.hold_below and not last_turn)
+        return stops
+
+    def _tag_steps(self, rows: list[list[int]], keys: list) -> list[tuple[list[float], bool]]:
+        """`tag_steps` for a batch of contexts in one forward pass, reading each conversation's
+        cached prefix (the turn cache is read, never written: the probe is not part of the episode)."""
+        import torch
+
+        from agent.turn_cache import TurnCache, generate_kwarg
+
+        tag = self.answer_tag
+        batch = (self.turn_cache or TurnCache(None)).batch([row + tag[:-1] for row in rows], keys,
+                                                            self.tokenizer.pad_token_id, count=False)
+        cached = batch.cache.get_seq_length() if batch.cache is not None else 0
+        positions = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # from the mask, as generate does
+        extra = {generate_kwarg(): batch.cache} if batch.cache is not None else {}
+        device = self.model.device
+        with torch.no_grad():
+            logits = self.model(input_ids=batch.input_ids[:, cached:].to(device),
+                                attention_mask=batch.attention_mask.to(device),
+                                position_ids=positions[:, cached:].to(device),
+                                logits_to_keep=len(tag), **extra).logits.float()
+        probs = logits.softmax(-1).cpu()
+        wanted = torch.tensor(tag)
+        steps = probs[:, torch.arange(len(tag)), wanted]
+        greedy = (probs.argmax(-1) == wanted).all(-1)
+        return [(row_steps.tolist(), bool(row_greedy)) for row_steps, row_greedy in zip(steps, greedy)]
 
     def _prompt_limit(self, max_new_tokens: int) -> int:
         """The longest prompt that leaves room for a whole turn in the context."""
@@ -220,6 +253,11 @@ def opening_decision(model, ids: list[int], tag: list[int], branch: int, thresho
     `Hold` (the turn may not open with it) when `hold`, else None (the model decides). One rule for
     evaluation (TransformersBackend) and for RL rollouts (rl.trainer, `rollout_stop_fit`)."""
     steps, greedy = tag_steps(model, ids, tag)
+    return opening_rule(steps, greedy, branch, threshold, hold)
+
+
+def opening_rule(steps: list[float], greedy: bool, branch: int, threshold: float, hold: bool):
+    """`opening_decision` given the tag's steps (`tag_steps`), however they were computed."""
     if math.prod(steps) >= threshold:
         return "force"
     return Hold(steps[:branch + 1], greedy) if hold else None

@@ -57,12 +57,15 @@ class TurnCache:
         """Tokens of `row` that a turn would have to prefill (rows are batched by this)."""
         return len(row) - self._reusable(key, row)
 
-    def batch(self, rows: list[list[int]], keys: list, pad: int) -> Batch:
+    def batch(self, rows: list[list[int]], keys: list, pad: int, count: bool = True) -> Batch:
+        """`count`: add the rows to the prefill totals (a turn's prompt); probes of a context
+        (the calibrated stop's) leave them out."""
         import torch
 
         reused = [self._reusable(key, row) for key, row in zip(keys, rows)]
-        self.prompt_tokens += sum(map(len, rows))
-        self.reused_tokens += sum(reused)
+        if count:
+            self.prompt_tokens += sum(map(len, rows))
+            self.reused_tokens += sum(reused)
         prefix = max(reused)
         new = max(len(row) - n for row, n in zip(rows, reused))
         ids, mask = [], []

@@ -245,22 +245,57 @@ def test_sampled_runs_repeat_with_the_same_seed(store, tmp_path, tiny):
     assert texts(0, "b") == first and texts(1, "c") != first
 
 
+def _reading_model(tokenizer):
+    """A random model with large weights: unlike the tiny model, its outputs depend on its context."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, initializer_range=0.5, pad_token_id=tokenizer.pad_token_id))
+
+
+def test_calibrated_stop_probe_reads_the_turn_cache_and_matches_a_full_forward(tiny):
+    """The calibrated stop's probe of `<answer>` after a tool output runs batched, left-padded, over
+    only the tokens each conversation's turn cache does not hold; each row's tag steps and greedy
+    flag equal one unpadded forward over the whole context (`tag_steps`)."""
+    import torch
+
+    from agent.backends import Sampling, TransformersBackend, tag_steps
+
+    tokenizer = tiny[1]
+    model = _reading_model(tokenizer)
+    backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens=8), batch_size=4)
+    questions = ["Where was Ada Voss born?", "Who founded the Kestrel Works, and when did it open?", "When?"]
+    system = {"role": "system", "content": "Answer with tools, and cite each document you read. " * 4}
+    conversations = [[system, {"role": "user", "content": q}] for q in questions]
+    for number, completion in enumerate(backend.complete(conversations, None)):
+        conversations[number] += [{"role": "assistant", "content": completion.text},
+                                  {"role": "tool", "name": "search", "content": "Ada Voss, born in Oslo. " * (number + 1)}]
+    ids = [tokenizer(backend.render(c, None), add_special_tokens=False).input_ids for c in conversations]
+    keys = [id(c) for c in conversations]
+    prompts_before = backend.turn_cache.prompt_tokens
+    assert all(backend.turn_cache.new_tokens(key, row) < len(row) // 2 for key, row in zip(keys, ids))
+    probed = backend._tag_steps(ids, keys)
+    assert backend.turn_cache.prompt_tokens == prompts_before  # a probe is not a turn's prefill
+    for row, (steps, greedy) in zip(ids, probed):
+        full, full_greedy = tag_steps(model, row, backend.answer_tag)
+        # this model's probabilities are tiny (1e-11 to 1e-6): compare their logarithms
+        assert torch.allclose(torch.tensor(steps).log(), torch.tensor(full).log(), atol=1e-3) and greedy == full_greedy
+    assert len({f"{steps[0]:.3e}" for steps, _ in probed}) == len(ids)  # the rows' contexts differ, and so do their probes
+
+
 def test_turn_cache_gives_the_same_turns_as_a_full_prefill(tiny):
     """Greedy turns with each conversation's KV cache kept between turns equal those that re-read
     the whole conversation, while most of the later turns' prompts come from the cache; with a
     memory budget that holds two, then one, then none, batches mix cached and uncached rows, same turns."""
     import copy
 
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from agent.backends import Sampling, TransformersBackend
 
     tokenizer = tiny[1]
-    torch.manual_seed(0)  # the tiny model always says "\n": a random one with large weights reads its context
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, initializer_range=0.5, pad_token_id=tokenizer.pad_token_id))
+    model = _reading_model(tokenizer)  # the tiny model always says "\n"
     questions = ["Where was Ada Voss born?", "Who founded the Kestrel Works, and when?", "When?"]
     start = [[{"role": "system", "content": "Answer with tools."}, {"role": "user", "content": q}] for q in questions]
     turns, caches = {}, {}
