@@ -112,7 +112,7 @@ class TransformersBackend:
 
         tag = self.answer_tag
         batch = (self.turn_cache or TurnCache(None)).batch([row + tag[:-1] for row in rows], keys,
-                                                            self.tokenizer.pad_token_id, count=False)
+                                                            self.tokenizer.pad_token_id)
         cached = batch.cache.get_seq_length() if batch.cache is not None else 0
         positions = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # from the mask, as generate does
         extra = {generate_kwarg(): batch.cache} if batch.cache is not None else {}
@@ -122,11 +122,7 @@ class TransformersBackend:
                                 attention_mask=batch.attention_mask.to(device),
                                 position_ids=positions[:, cached:].to(device),
                                 logits_to_keep=len(tag), **extra).logits.float()
-        probs = logits.softmax(-1).cpu()
-        wanted = torch.tensor(tag)
-        steps = probs[:, torch.arange(len(tag)), wanted]
-        greedy = (probs.argmax(-1) == wanted).all(-1)
-        return [(row_steps.tolist(), bool(row_greedy)) for row_steps, row_greedy in zip(steps, greedy)]
+        return [tag_steps_of(dists, tag) for dists in logits.softmax(-1).cpu()]
 
     def _prompt_limit(self, max_new_tokens: int) -> int:
         """The longest prompt that leaves room for a whole turn in the context."""
@@ -295,9 +291,13 @@ def continuation_distributions(model, ids: list[int], continuation: list[int]):
 
 def tag_steps(model, ids: list[int], tag: list[int]) -> tuple[list[float], bool]:
     """([P(tag[j] | ids + tag[:j]) for each j], whether greedy decoding writes `tag` after `ids`)."""
+    return tag_steps_of(continuation_distributions(model, ids, tag), tag)
+
+
+def tag_steps_of(dists, tag: list[int]) -> tuple[list[float], bool]:
+    """`tag_steps` from the distributions that predict each tag token (row j predicts tag[j])."""
     import torch
 
-    dists = continuation_distributions(model, ids, tag)
     return dists[torch.arange(len(tag)), torch.tensor(tag)].tolist(), dists.argmax(-1).tolist() == tag
 
 

@@ -57,15 +57,12 @@ class TurnCache:
         """Tokens of `row` that a turn would have to prefill (rows are batched by this)."""
         return len(row) - self._reusable(key, row)
 
-    def batch(self, rows: list[list[int]], keys: list, pad: int, count: bool = True) -> Batch:
-        """`count`: add the rows to the prefill totals (a turn's prompt); probes of a context
-        (the calibrated stop's) leave them out."""
+    def batch(self, rows: list[list[int]], keys: list, pad: int) -> Batch:
+        """The rows laid out over their cached prefixes; reads the cache, never changes it (the
+        calibrated stop's probe batches this way too, without being a turn)."""
         import torch
 
         reused = [self._reusable(key, row) for key, row in zip(keys, rows)]
-        if count:
-            self.prompt_tokens += sum(map(len, rows))
-            self.reused_tokens += sum(reused)
         prefix = max(reused)
         new = max(len(row) - n for row, n in zip(rows, reused))
         ids, mask = [], []
@@ -79,9 +76,12 @@ class TurnCache:
     def store(self, keys: list, rows: list[list[int]], batch: Batch, generated: list[list[int]], steps: int,
               cache) -> None:
         """Keep each row's keys and values: its prompt and the generated tokens the model has read
-        (all but the last of the `steps` sampled). A cache of unexpected shape is dropped, never misused."""
+        (all but the last of the `steps` sampled), and count the turn's prefill in the totals. A cache
+        of unexpected shape is dropped, never misused."""
         import torch
 
+        self.prompt_tokens += sum(map(len, rows))
+        self.reused_tokens += sum(batch.reused)
         width = batch.input_ids.shape[1]
         layers = _layers(cache)
         if not layers or steps == 0 or any(k.shape[2] != width + steps - 1 for k, _ in layers):  # e.g. sliding windows
