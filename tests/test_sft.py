@@ -724,3 +724,47 @@ def test_a_template_whose_generation_prompt_is_not_its_context_is_refused(tokeni
                 "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>{% endif %}")
     with pytest.raises(UserError, match="differently from the generation prompt"):
         generation_prompt_tail(tokenizer, template)
+
+
+def test_profile_groups_operators_by_what_they_do():
+    from sft.profile import group_of, grouped_shares
+
+    assert group_of("aten::_scaled_dot_product_flash_attention_for_cpu_backward") == "attention"
+    assert group_of("aten::mm") == group_of("aten::addmm") == "matmul"
+    assert group_of("aten::_fused_adamw_") == "optimizer"
+    assert group_of("aten::transpose") == "other"  # not a copy, though it starts like aten::to
+    shares = grouped_shares([("aten::mm", 3.0), ("aten::_scaled_dot_product_flash_attention_for_cpu", 1.0)])
+    assert shares == {"matmul": 0.75, "attention": 0.25}
+
+
+@pytest.mark.parametrize("queries", [5, 9])
+def test_padded_causal_attention_equals_the_shared_prompts_masked_attention(queries):
+    """The rewrite that sft.profile --attention times is the same attention, values and gradients."""
+    import torch
+
+    from sft.profile import masked_attention, padded_causal_attention
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, heads, length, 8, dtype=torch.float64, requires_grad=True)
+               for heads, length in ((6, queries), (2, 9), (2, 9)))
+    first = masked_attention(q, k, v)
+    grads = torch.autograd.grad(first.square().sum(), (q, k, v))
+    second = padded_causal_attention(q, k, v)
+    assert torch.allclose(first, second)
+    assert all(torch.allclose(a, b) for a, b in zip(grads, torch.autograd.grad(second.square().sum(), (q, k, v))))
+    # a top-left causal square without the padding would differ: the alignment is the point
+    unaligned = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    assert queries == 9 or not torch.allclose(first, unaligned)
+
+
+def test_profile_of_a_few_tiny_steps_accounts_for_their_time(tmp_path, store, tiny):  # noqa: F811
+    from sft.profile import grouped_shares, profile_steps
+
+    data = tmp_path / "t.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "messages": trajectory(SearchTools(store))}) + "\n" for i in range(6)))
+    result = profile_steps("recipes/tiny/sft.yaml", steps=3, skip=1,
+                           overrides=("--trajectories", str(data), "--output_dir", str(tmp_path / "sft")))
+    assert result["steps"] == 2 and result["tokens"] > 0 and result["seconds"] > 0
+    shares = grouped_shares(result["operators"])
+    assert abs(sum(shares.values()) - 1) < 1e-9
+    assert shares["attention"] > 0 and shares["matmul"] > 0
