@@ -732,7 +732,7 @@ def test_profile_groups_operators_by_what_they_do():
     assert group_of("aten::_scaled_dot_product_flash_attention_for_cpu_backward") == "attention"
     assert group_of("aten::mm") == group_of("aten::addmm") == "matmul"
     assert group_of("aten::_fused_adamw_") == "optimizer"
-    assert group_of("aten::transpose") == "other"  # not a copy, though it starts like aten::to
+    assert group_of("aten::topk") == group_of("aten::transpose") == "other"  # not copies, though they start like aten::to
     shares = grouped_shares([("aten::mm", 3.0), ("aten::_scaled_dot_product_flash_attention_for_cpu", 1.0)])
     assert shares == {"matmul": 0.75, "attention": 0.25}
 
