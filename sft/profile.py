@@ -175,6 +175,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     out = runs_dir() / "bench"
     if args.attention:
+        if not 0 <= args.prefix < args.length or args.kv_heads < 1 or args.heads % args.kv_heads:
+            parser.error("--attention needs 0 <= --prefix < --length and --heads a multiple of --kv-heads")
         shape = {key: getattr(args, key) for key in ("rows", "heads", "kv_heads", "head_dim", "length", "prefix")}
         times = attention_times(**shape)
         atomic_write_json(out / "sft_attention.json", {"shape": shape, "times": times})

@@ -768,3 +768,12 @@ def test_profile_of_a_few_tiny_steps_accounts_for_their_time(tmp_path, store, ti
     shares = grouped_shares(result["operators"])
     assert abs(sum(shares.values()) - 1) < 1e-9
     assert shares["attention"] > 0 and shares["matmul"] > 0
+
+
+@pytest.mark.parametrize("flags", [["--prefix", "740"], ["--heads", "8", "--kv-heads", "3"], ["--steps", "2", "--skip", "2"]])
+def test_profile_refuses_shapes_and_windows_it_cannot_measure(flags, capsys):
+    from sft.profile import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main((["--attention"] if "--skip" not in flags else []) + flags)
+    assert exit_info.value.code == 2 and "--" in capsys.readouterr().err
