@@ -74,19 +74,11 @@ def micro_batches(config: str) -> dict:
 def one_run(config: str, steps: int, overrides: dict, as_recipe: bool = False) -> dict:
     """`as_recipe`: the recipe's own setup and gradient accumulation with only `overrides` changed
     (the sampling comparison); otherwise one micro-batch per step and every speed-up off unless set."""
-    from trl import ModelConfig, SFTConfig
-
-    from common.recipe import parse_recipe
-    from sft.train import SFTScriptArguments, build_trainer, make_dataset
-
-    argv = ["--config", config, "--max_steps", str(steps), "--output_dir", str(runs_dir() / "bench/sft-scratch"),
-            "--save_strategy", "no", "--logging_steps", str(steps)]
     defaults = {} if as_recipe else {"gradient_accumulation_steps": 1, "compile_layers": False, "share_prompt_prefix": False}
+    argv = []
     for key, value in {**defaults, **overrides}.items():
         argv += [f"--{key}", str(value)]
-    script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
-    dataset, _, _ = make_dataset(script, args, model_args.model_name_or_path)
-    trainer = build_trainer(script, args, model_args, dataset)
+    trainer = scratch_trainer(config, steps, argv)
     marks = step_marks()
     trainer.add_callback(marks)
     start = time.perf_counter()
@@ -96,6 +88,20 @@ def one_run(config: str, steps: int, overrides: dict, as_recipe: bool = False) -
     (t1, tokens1), (tn, tokens_n) = marks.points[0], marks.points[-1]
     return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds,
             "after_first_step_tokens_per_s": (tokens_n - tokens1) / (tn - t1) if tn > t1 else None}
+
+
+def scratch_trainer(config: str, steps: int, argv: list[str] = ()):
+    """The recipe's SFT trainer for `steps` steps into a scratch folder, saving nothing; argv: more settings."""
+    from trl import ModelConfig, SFTConfig
+
+    from common.recipe import parse_recipe
+    from sft.train import SFTScriptArguments, build_trainer, make_dataset
+
+    argv = ["--config", config, "--max_steps", str(steps), "--output_dir", str(runs_dir() / "bench/sft-scratch"),
+            "--save_strategy", "no", "--logging_steps", str(steps), *argv]
+    script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
+    dataset, _, _ = make_dataset(script, args, model_args.model_name_or_path)
+    return build_trainer(script, args, model_args, dataset)
 
 
 def step_marks():

@@ -56,16 +56,10 @@ def profile_steps(config: str, steps: int, skip: int, overrides: tuple[str, ...]
     overrides: more command-line settings of the recipe (e.g. --trajectories PATH)."""
     import torch
     from transformers import TrainerCallback
-    from trl import ModelConfig, SFTConfig
 
-    from common.recipe import parse_recipe
-    from sft.train import SFTScriptArguments, build_trainer, make_dataset
+    from sft.bench import scratch_trainer
 
-    argv = ["--config", config, "--max_steps", str(steps), "--max_train_minutes", "0", "--save_strategy", "no",
-            "--output_dir", str(runs_dir() / "bench/sft-scratch"), "--logging_steps", str(steps), *overrides]
-    script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig), argv)
-    dataset, _, _ = make_dataset(script, args, model_args.model_name_or_path)
-    trainer = build_trainer(script, args, model_args, dataset)
+    trainer = scratch_trainer(config, steps, ["--max_train_minutes", "0", *overrides])
     profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
     marks = {}
 
