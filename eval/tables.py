@@ -127,7 +127,8 @@ def ablation_table(results: list[Result]) -> Table:
 COMPARISONS = [("rl", "sft", "SFT+RL vs SFT"), ("rl", "rl_nolen", "length penalty vs none (both RL)"),
                ("rl_nolen", "sft", "SFT+RL without the length penalty vs SFT"),  # what RL's outcome reward adds alone
                ("sft_stop", "sft", "calibrated stop vs greedy (SFT)"), ("rl_stop", "rl", "calibrated stop vs greedy (RL)"),
-               ("rl_stop", "sft_stop", "SFT+RL vs SFT, both with their calibrated stop")]
+               ("rl_stop", "sft_stop", "SFT+RL vs SFT, both with their calibrated stop"),
+               ("rl_stop", "sft", "SFT+RL with its calibrated stop vs greedy SFT")]  # the agent a user would run, against issue 5's base
 # benchmarks pooled as one row where both stages have them: where SFT is weakest (issue 5's +10 points)
 POOLS = {"heldout + ood": ("world_test_heldout", "world_test_ood")}
 

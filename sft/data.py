@@ -328,6 +328,34 @@ def shown_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
+def parse_type_repeats(spec: str) -> dict[str, int]:
+    """`type_repeats` ("bridge=3,yesno=2") as {type: copies}; "" is {}."""
+    repeats = {}
+    for part in filter(None, (piece.strip() for piece in spec.split(","))):
+        name, _, count = part.partition("=")
+        if not name.strip() or not count.strip().isdigit() or int(count) < 1:
+            raise UserError(f"type_repeats takes type=copies pairs such as bridge=3 (copies a whole number >= 1), got {part!r}")
+        repeats[name.strip()] = int(count)
+    return repeats
+
+
+def repeat_by_type(rows: list[dict], spec: str) -> list[dict]:
+    """The rows with each trajectory of a named question type present `copies` times, so that a
+    step's random draw holds that type more often (the trajectories' own `type` field)."""
+    repeats = parse_type_repeats(spec)
+    if not repeats:
+        return rows
+    present = {row.get("type") for row in rows}
+    missing = sorted(set(repeats) - present)
+    if missing:
+        raise UserError(f"type_repeats names {', '.join(missing)}, which no trajectory has; their types are "
+                        f"{', '.join(sorted(str(t) for t in present))}")
+    if twin_groups(rows):
+        raise UserError("type_repeats copies rows, and these trajectories hold twins or evidence pairs drawn with "
+                        "their original by row; set type_repeats: \"\" for them")
+    return rows + [row for row in rows for _ in range(repeats.get(row.get("type"), 1) - 1)]
+
+
 def evidence_pair_rows(rows: list[dict], mode: str) -> list[dict]:
     """The SFT rows for `evidence_pairs`: off (the rows as read), add (each missed-evidence row's
     shown side added) or only (the pairs alone: missed-evidence rows and their shown sides)."""

@@ -24,7 +24,8 @@ from common.hardware import CpuShare, on_gpu
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_training_recipe
 
-from sft.data import evidence_pair_rows, first_turn_rows, read_trajectories, stale_warning, tokenize_all, twin_groups
+from sft.data import (evidence_pair_rows, first_turn_rows, parse_type_repeats, read_trajectories, repeat_by_type, stale_warning, tokenize_all,
+                      twin_groups)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ class SFTScriptArguments:
         "help": "keep the input embeddings and the first N decoder layers fixed: no backward pass below layer N, "
                 "so each step costs less (full fine-tuning of the rest; with tied embeddings the output layer "
                 "stays fixed too). 0 trains every layer"})
+    type_repeats: str = field(default="", metadata={
+        "help": "type=copies pairs (e.g. bridge=3): each trajectory of that question type is in the set that many "
+                "times, so a step's random draw holds the type more often. Empty: every trajectory once"})
     max_train_minutes: float = field(default=0.0, metadata={
         "help": "train at most this many minutes: max_steps becomes a cap, the LR schedule runs on the share of "
                 "the time spent, and training stops before a step would end past it (common/budget.py). "
@@ -267,6 +271,8 @@ def make_dataset(script, training_args, tokenizer_source: str):
 
     rows = read_trajectories(script.trajectories)[: script.max_examples]
     whole = len(rows)
+    rows = repeat_by_type(rows, script.type_repeats)
+    copies = len(rows) - whole
     firsts = first_turn_rows(rows) if script.first_turns else []
     rows = evidence_pair_rows(rows + firsts, script.evidence_pairs)
     warning = stale_warning(script.trajectories)
@@ -278,7 +284,8 @@ def make_dataset(script, training_args, tokenizer_source: str):
     groups = twin_groups([rows[i] for i in tokens.kept])
     misses = sum(bool(rows[i].get("miss_of")) for i in tokens.kept)  # data/trajectory_misses.py
     twins = sum(bool(rows[i].get("twin_of")) for i in tokens.kept)
-    stats = {"trajectories": whole, **({"first_turns": len(firsts)} if script.first_turns else {}),
+    stats = {"trajectories": whole, **({"repeated_copies": copies} if copies else {}),
+             **({"first_turns": len(firsts)} if script.first_turns else {}),
              "used": len(tokens.input_ids), "dropped_too_long": tokens.dropped_too_long,
              "tokens": tokens.total_tokens, "loss_tokens": tokens.loss_tokens,
              **({"twins": twins} if twins else {}),
@@ -340,6 +347,8 @@ def rows_text(stats: dict) -> str:
     if shown:
         extra += f", {shown} shown sides of them (the fact shown, the oracle's next turn trained)"
     whole = stats["used"] - misses - shown - stats.get("first_turns", 0)
+    if stats.get("repeated_copies"):
+        extra += f" ({stats['repeated_copies']} of them copies: type_repeats)"
     if "first_turns" not in stats:
         return f"{whole} trajectories{extra}"
     return f"{stats['used']} rows: {whole} trajectories{extra} and {stats['first_turns']} of their first turns alone (first_turns)"
@@ -399,12 +408,12 @@ NOT_IN_FINGERPRINT = ("logging_", "save_", "report_to", "include_num_input_token
 def script_settings(script) -> dict:
     """The script arguments a run's identity depends on: cpu_bf16 is only how bf16 was decided, and
     the bf16 actually used is in the training arguments, so it is left out; decision_loss_weight
-    share_prompt_prefix, first_turns, freeze_layers, max_train_minutes and evidence_pairs only where they are set, so runs made before the keys existed
+    share_prompt_prefix, first_turns, freeze_layers, max_train_minutes, type_repeats and evidence_pairs only where they are set, so runs made before the keys existed
     keep their fingerprint."""
     settings = {key: value for key, value in asdict(script).items() if key != "cpu_bf16"}
     if settings["decision_loss_weight"] == 1.0:
         del settings["decision_loss_weight"]
-    for key in ("share_prompt_prefix", "first_turns", "freeze_layers", "max_train_minutes"):
+    for key in ("share_prompt_prefix", "first_turns", "freeze_layers", "max_train_minutes", "type_repeats"):
         if not settings[key]:
             del settings[key]
     if settings["evidence_pairs"] == "off":
@@ -439,6 +448,10 @@ def main(argv=None) -> None:
     if script.freeze_layers and model_args.use_peft:
         raise UserError("freeze_layers is for full fine-tuning (LoRA already keeps the base weights fixed); "
                         "set freeze_layers: 0 or use_peft: false")
+    parse_type_repeats(script.type_repeats)
+    if script.type_repeats and script.evidence_pairs != "off":
+        raise UserError("type_repeats copies trajectories, and evidence_pairs draws each missed-evidence row with its pair "
+                        "by row; set one of the two off")
     if script.max_train_minutes < 0:
         raise UserError(f"max_train_minutes must be >= 0 (0 trains max_steps steps), got {script.max_train_minutes}")
     if script.decision_loss_weight <= 0:

@@ -182,6 +182,8 @@ def test_rl_runs_pair_with_the_sft_they_started_from_and_seeds_pool(fixture_runs
     rows = {(row[0], row[1]): row for row in paired.rows}
     both = rows[("m-rlseed1", "SFT+RL vs SFT, both with their calibrated stop")]  # rl_stop: the rl checkpoint's start
     assert both[2:5] == ["world_test", "4", "0.250 -> 0.750"] and both[6] == "150 -> 140"
+    greedy = rows[("m-rlseed1", "SFT+RL with its calibrated stop vs greedy SFT")]  # no sft_stop needed for this one
+    assert greedy[2:5] == ["world_test", "4", "0.500 -> 0.750"] and greedy[6] == "100 -> 140"
     for pool in (["m", "nope"], ["m", "m"]):
         with pytest.raises(UserError, match=f"--pool {' '.join(pool)}: name two or more different runs"):
             build_tables(fixture_runs, log=lambda line: None, seed_pools=[pool])

@@ -777,3 +777,46 @@ def test_profile_refuses_shapes_and_windows_it_cannot_measure(flags, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main((["--attention"] if "--skip" not in flags else []) + flags)
     assert exit_info.value.code == 2 and "--" in capsys.readouterr().err
+
+
+def test_type_repeats_copies_the_named_types_and_refuses_what_it_cannot_do():
+    """type_repeats: each trajectory of a named type appears `copies` times; the others once; a
+    malformed spec, a type no trajectory has, or rows drawn in groups get one clear line."""
+    from sft.data import parse_type_repeats, repeat_by_type
+
+    rows = [{"id": "a", "type": "bridge"}, {"id": "b", "type": "lookup"}, {"id": "c", "type": "bridge"}]
+    assert repeat_by_type(rows, "") is rows
+    ids = [row["id"] for row in repeat_by_type(rows, "bridge=3")]
+    assert sorted(ids) == ["a", "a", "a", "b", "c", "c", "c"] and ids[:3] == ["a", "b", "c"]
+    assert [row["id"] for row in repeat_by_type(rows, "bridge=1, lookup=2")] == ["a", "b", "c", "b"]
+    assert parse_type_repeats(" bridge=2,yesno=4 ") == {"bridge": 2, "yesno": 4}
+    for spec in ("bridge", "bridge=0", "bridge=1.5", "=2"):
+        with pytest.raises(UserError, match="type=copies"):
+            parse_type_repeats(spec)
+    with pytest.raises(UserError, match="chain, which no trajectory has; their types are bridge, lookup"):
+        repeat_by_type(rows, "chain=2")
+    with pytest.raises(UserError, match="twins or evidence pairs"):
+        repeat_by_type(rows + [{"id": "d", "type": "bridge", "twin_of": "a"}], "bridge=2")
+
+
+def test_type_repeats_reaches_the_training_set(tmp_path, store):  # noqa: F811
+    """The recipe key copies rows into the dataset SFT draws from, its stats and the model card's
+    row text, and is refused with evidence_pairs, whose pairs are drawn by row."""
+    from common.recipe import parse_recipe
+    from sft.train import SFTScriptArguments, main, make_dataset, rows_text
+    from trl import ModelConfig, SFTConfig
+
+    whole = trajectory(SearchTools(store))
+    data = tmp_path / "t.jsonl"
+    data.write_text("".join(json.dumps({"id": f"r{i}", "type": kind, "messages": whole}) + "\n"
+                            for i, kind in enumerate(["bridge", "lookup", "lookup"])))
+    script, args, model_args = parse_recipe((SFTScriptArguments, SFTConfig, ModelConfig),
+                                            sft_args(tmp_path, data, "--type_repeats", "bridge=3"))
+    dataset, stats, groups = make_dataset(script, args, model_args.model_name_or_path)
+    assert (len(dataset), stats["trajectories"], stats["repeated_copies"], stats["used"], groups) == (5, 3, 2, 5, None)
+    assert rows_text(stats) == "5 trajectories (2 of them copies: type_repeats)"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"model_name_or_path: tiny\nuse_cpu: true\ntrajectories: {data}\ntype_repeats: bridge=2\n"
+                      "evidence_pairs: add\n")
+    with pytest.raises(UserError, match="set one of the two off"):
+        main(["--config", str(recipe), "--output_dir", str(tmp_path / "out")])
