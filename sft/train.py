@@ -24,8 +24,8 @@ from common.hardware import CpuShare, on_gpu
 from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
 from common.recipe import parse_training_recipe
 
-from sft.data import (evidence_pair_rows, first_turn_rows, parse_type_repeats, read_trajectories, repeat_by_type, stale_warning, tokenize_all,
-                      twin_groups)
+from sft.data import (evidence_pair_rows, first_turn_rows, parse_type_repeats, read_trajectories, repeat_by_type,
+                      stale_warning, tokenize_all, twin_groups)
 
 log = logging.getLogger(__name__)
 
