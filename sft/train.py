@@ -347,8 +347,8 @@ def rows_text(stats: dict) -> str:
     if shown:
         extra += f", {shown} shown sides of them (the fact shown, the oracle's next turn trained)"
     whole = stats["used"] - misses - shown - stats.get("first_turns", 0)
-    if stats.get("repeated_copies"):
-        extra += f" ({stats['repeated_copies']} of them copies: type_repeats)"
+    if stats.get("repeated_copies"):  # next to the trajectories it counts, not after the missed-evidence rows
+        extra = f" ({stats['repeated_copies']} of them copies: type_repeats)" + extra
     if "first_turns" not in stats:
         return f"{whole} trajectories{extra}"
     return f"{stats['used']} rows: {whole} trajectories{extra} and {stats['first_turns']} of their first turns alone (first_turns)"
