@@ -342,13 +342,13 @@ Search agent fine-tuned with this recipe's SFT stage (TRL SFTTrainer, loss on as
 
 def rows_text(stats: dict) -> str:
     """What the training rows are, for the model card: missed-evidence rows are not trajectories."""
-    misses, shown = stats.get("missed_evidence", 0), stats.get("shown_sides", 0)
-    extra = f", {misses} missed-evidence rows (a search's fact hidden, the search again trained)" if misses else ""
+    misses, shown, copies = (stats.get(key, 0) for key in ("missed_evidence", "shown_sides", "repeated_copies"))
+    extra = f" ({copies} of them copies: type_repeats)" if copies else ""  # next to the trajectories it counts
+    if misses:
+        extra += f", {misses} missed-evidence rows (a search's fact hidden, the search again trained)"
     if shown:
         extra += f", {shown} shown sides of them (the fact shown, the oracle's next turn trained)"
     whole = stats["used"] - misses - shown - stats.get("first_turns", 0)
-    if stats.get("repeated_copies"):  # next to the trajectories it counts, not after the missed-evidence rows
-        extra = f" ({stats['repeated_copies']} of them copies: type_repeats)" + extra
     if "first_turns" not in stats:
         return f"{whole} trajectories{extra}"
     return f"{stats['used']} rows: {whole} trajectories{extra} and {stats['first_turns']} of their first turns alone (first_turns)"
