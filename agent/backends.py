@@ -31,6 +31,7 @@ class Completion:
     error: str | None = None  # set when the backend could not produce a turn (overflow, endpoint down)
     forced: bool = False  # opened with `<answer>` by the calibrated stop (answer_threshold), not by the model
     held: bool = False  # greedy would have opened with `<answer>` below the threshold; the two-sided stop refused it
+    released: bool = False  # held, the turn only repeated an earlier call, so the model's own turn replaced it
 
 
 @dataclass
@@ -46,7 +47,8 @@ class TransformersBackend:
     turn prefills only its new tokens; conversations are told apart by the list object passed in."""
 
     def __init__(self, model, tokenizer, sampling: Sampling, batch_size: int = 16, reuse_cache: bool = True,
-                 answer_threshold: float | None = None, hold_below: bool = False, max_turns: int | None = None):
+                 answer_threshold: float | None = None, hold_below: bool = False, max_turns: int | None = None,
+                 release_repeats: bool = False):
         from agent.turn_cache import TurnCache
 
         self.model, self.tokenizer, self.sampling, self.batch_size = model, tokenizer, sampling, batch_size
@@ -54,7 +56,8 @@ class TransformersBackend:
         # the calibrated stop: force `<answer>` at P >= threshold; with hold_below, also refuse it below
         # (except on the episode's last turn, `max_turns`, where only an answer can still score)
         self.answer_threshold, self.hold_below, self.max_turns = answer_threshold, hold_below, max_turns
-        self.forced_answers = self.held_answers = 0
+        self.release_repeats = release_repeats  # a held turn that repeats an earlier call: see _release
+        self.forced_answers = self.held_answers = self.released_holds = 0
         self.answer_tag = tokenizer(ANSWER_TAG, add_special_tokens=False)["input_ids"]
         self.tag_branch = branch_index(self.answer_tag, tokenizer(TOOL_CALL_TAG, add_special_tokens=False)["input_ids"])
         self.model.eval()
@@ -69,6 +72,8 @@ class TransformersBackend:
         stops = self._stops(conversations, ids, keys)
         completions = self.complete_ids([row + self.answer_tag if stop == "force" else row for row, stop in zip(ids, stops)],
                                         keys, hold=[stop if isinstance(stop, Hold) else None for stop in stops])
+        if self.release_repeats:
+            self._release(conversations, ids, keys, stops, completions)
         tag = len(self.answer_tag)
         for completion, stop in zip(completions, stops):
             if stop == "force" and not completion.error:  # the tag belongs to the turn, not to its context
@@ -102,6 +107,25 @@ class TransformersBackend:
                 stops[i] = opening_rule(steps, greedy, self.tag_branch, self.answer_threshold,
                                         hold=self.hold_below and not last_turn)
         return stops
+
+    def _release(self, conversations: list[list[dict]], ids: list[list[int]], keys: list, stops: list,
+                 completions: list[Completion]) -> None:
+        """Release the hold where the held turn only repeats an earlier call: the tools would refuse
+        it (an invalid call), and the model wanted to answer. Such a turn is replaced by the model's
+        own, unheld (greedy: the answer). Stop 53 counted the two-sided stop's invalid calls: nearly
+        all were these repeats, and the turn after the refusal answered in most episodes anyway."""
+        from agent.chat import parse_assistant
+        from agent.tools import tool_specs
+
+        specs = tool_specs()
+        rows = [i for i, (stop, completion) in enumerate(zip(stops, completions))
+                if isinstance(stop, Hold) and stop.greedy_answers and not completion.error
+                and repeats_a_call(parse_assistant(completion.text, specs).tool_calls, conversations[i])]
+        if not rows:
+            return
+        for i, completion in zip(rows, self.complete_ids([ids[i] for i in rows], [keys[i] for i in rows])):
+            completion.released, completions[i], stops[i] = True, completion, None
+            self.released_holds += 1
 
     def _tag_steps(self, rows: list[list[int]], keys: list) -> list[tuple[list[float], bool]]:
         """`tag_steps` for a batch of contexts in one forward pass, reading each conversation's
@@ -183,6 +207,14 @@ class TransformersBackend:
             self.turn_cache.store(keys, rows, batch, generated, output.sequences.shape[1] - width, cache)
         return [Completion(self.tokenizer.decode(tokens, skip_special_tokens=True), len(tokens), len(row))
                 for row, tokens in zip(rows, generated)]
+
+
+def repeats_a_call(calls: list[dict], conversation: list[dict]) -> bool:
+    """Whether any of a turn's parsed `calls` has the name and arguments of a call already made in
+    `conversation` (the tools refuse such a call: agent.tools.ToolLog.made)."""
+    made = [(call["function"]["name"], call["function"]["arguments"])
+            for message in conversation if message.get("role") == "assistant" for call in message.get("tool_calls") or []]
+    return any((call["function"]["name"], call["function"]["arguments"]) in made for call in calls)
 
 
 def branch_index(tag: list[int], other: list[int]) -> int:

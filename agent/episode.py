@@ -43,6 +43,7 @@ class Episode:
     error: str | None = None
     forced_answer: bool = False  # the calibrated stop opened the final turn (agent.run --answer-threshold)
     held_answers: int = 0  # turns whose opening `<answer>` the two-sided stop refused (agent.run --hold-below)
+    released_holds: int = 0  # held turns that only repeated a call, replaced by the model's own (--release-repeats)
     seconds: float = 0.0
     _start: float = field(default_factory=time.perf_counter, repr=False)
 
@@ -61,7 +62,7 @@ class Episode:
             "valid_tool_calls": log.n_valid if log else 0, "repeated_tool_calls": log.n_repeated if log else 0,
             "retrieved": log.retrieved if log else [], "opened": log.opened if log else [],
             "seconds": round(self.seconds, 3), "error": self.error, "forced_answer": self.forced_answer,
-            "held_answers": self.held_answers, "messages": self.messages,
+            "held_answers": self.held_answers, "released_holds": self.released_holds, "messages": self.messages,
             **{key: self.question.get(key) for key in ("hops", "type", "pool", "split", "source", "gold_doc_ids")},
         }
 
@@ -105,6 +106,7 @@ def _step(episode: Episode, completion, specs: dict, config: EpisodeConfig, extr
     episode.turns += 1
     episode.tokens_generated += completion.tokens
     episode.held_answers += getattr(completion, "held", False)
+    episode.released_holds += getattr(completion, "released", False)
     episode.context_tokens = completion.prompt_tokens + completion.tokens
     turn = parse_assistant(completion.text, specs) if config.calls_tools else None
     if turn is None or not turn.has_tool_syntax:

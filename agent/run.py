@@ -93,7 +93,8 @@ def make_backend(args):
     model, tokenizer = load_model(args.model, dtype=args.dtype)
     return TransformersBackend(model, prepare_tokenizer(tokenizer), sampling, batch_size=args.batch_size,
                                reuse_cache=not args.full_prefill, answer_threshold=args.answer_threshold,
-                               hold_below=args.hold_below, max_turns=args.max_turns)
+                               hold_below=args.hold_below, max_turns=args.max_turns,
+                               release_repeats=args.release_repeats)
 
 
 def make_retriever(args):
@@ -131,7 +132,7 @@ def turn_cache_share(backend) -> float | None:
 # what decides an episode: a folder resumed with another of these would mix two setups in one result
 EPISODE_SETTINGS = ("model", "backend", "base_url", "datastore", "retrieval_url", "method", "k", "closed_book", "rag",
                     "dtype", "max_turns", "max_tool_calls", "max_new_tokens", "max_context_tokens", "temperature",
-                    "top_p", "seed", "answer_threshold", "hold_below")
+                    "top_p", "seed", "answer_threshold", "hold_below", "release_repeats")
 
 
 def check_same_settings(out: Path, args, done: dict) -> None:
@@ -145,6 +146,7 @@ def check_same_settings(out: Path, args, done: dict) -> None:
     stored = ([json.loads(path.read_text())] if path.exists() else
               [{"answer_threshold": r.get("answer_threshold"), "hold_below": r.get("hold_below", False)}
                for r in done.values()])
+    stored = [{"release_repeats": False, **s} for s in stored]  # folders from before stop 54 ran without the release
     changed = [key for key in EPISODE_SETTINGS if any(key in s and s[key] != wanted[key] for s in stored)]
     if done and changed:
         flags = ", ".join("--" + key.replace("_", "-") for key in changed)
@@ -180,7 +182,8 @@ def run(args) -> dict:
                                         lambda: SearchTools(retriever, k=args.k, method=args.method), config,
                                         progress=not args.quiet)
                 for episode in episodes:
-                    record = {**episode.record(), "answer_threshold": args.answer_threshold, "hold_below": args.hold_below}
+                    record = {**episode.record(), "answer_threshold": args.answer_threshold, "hold_below": args.hold_below,
+                              "release_repeats": args.release_repeats}
                     done[record["id"]] = record
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 handle.flush()
@@ -195,7 +198,9 @@ def run(args) -> dict:
                       "prompt_tokens_from_turn_cache": turn_cache_share(backend),
                       "answer_threshold": args.answer_threshold, "hold_below": args.hold_below,
                       "forced_answers": sum(bool(r.get("forced_answer")) for r in records),
-                      "held_answers": sum(r.get("held_answers", 0) for r in records)}
+                      "release_repeats": args.release_repeats,
+                      "held_answers": sum(r.get("held_answers", 0) for r in records),
+                      "released_holds": sum(r.get("released_holds", 0) for r in records)}
     atomic_write_json(out / "metrics.json", metrics)
     overall = metrics["overall"]
     print(f"EM {overall['em']:.3f}  F1 {overall['f1']:.3f}  answer rate {overall['answer_rate']:.3f}  "
@@ -241,6 +246,9 @@ def parse_args(argv=None):
     parser.add_argument("--hold-below", action="store_true",
                         help="two-sided stop: below --answer-threshold the turn may not open with <answer> "
                              "(except the last turn); use the two_sided threshold of eval.stop_decisions --fit-threshold")
+    parser.add_argument("--release-repeats", action="store_true",
+                        help="with --hold-below: a held turn that only repeats an earlier call (which the tools "
+                             "refuse) is replaced by the model's own turn, the answer it wanted")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     if args.answer_threshold is not None and not (0 < args.answer_threshold <= 1 and args.backend == "transformers"
@@ -249,6 +257,8 @@ def parse_args(argv=None):
                      "(not --closed-book or --rag)")
     if args.hold_below and args.answer_threshold is None:
         parser.error("--hold-below needs --answer-threshold (the two_sided one of eval.stop_decisions --fit-threshold)")
+    if args.release_repeats and not args.hold_below:
+        parser.error("--release-repeats releases the hold of --hold-below: add --hold-below")
     return args
 
 

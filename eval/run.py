@@ -71,6 +71,10 @@ class EvalArguments:
     max_new_tokens: int = 256
     max_turns: int = 9
     batch_size: int = 16
+    stop_release_repeats: bool = field(default=True, metadata={
+        "help": "calibrated stages (sft_stop, rl_stop): a held turn that only repeats an earlier call is replaced by "
+                "the model's own turn (agent.run --release-repeats; stop 54: valid calls 0.88-0.92 -> 0.96-0.98 "
+                "at the same EM, two SFT seeds)"})
     dtype: str = field(default="fast", metadata={
         "help": "weights for generation: fast (bfloat16 where the hardware has bf16 units, else float32), auto (as "
                 "saved), float32, bfloat16"})
@@ -173,6 +177,7 @@ def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
             "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
             "temperature": 0.0, "dtype": fast_dtype() if args.dtype == "fast" else args.dtype, "agent_code": digests["agent code"],
             **({"answer_threshold": job.answer_threshold, "hold_below": True} if job.answer_threshold is not None else {}),
+            **({"release_repeats": True} if job.answer_threshold is not None and args.stop_release_repeats else {}),
             **({"where": list(job.where)} if job.where else {})}
 
 
@@ -204,6 +209,7 @@ def run_job(job: Job, args: EvalArguments, digests: dict) -> str:
     argv += ["--limit", str(args.limit)] if args.limit else []
     argv += {"closed-book": ["--closed-book"], "rag": ["--rag"]}.get(job.mode, [])
     argv += ["--answer-threshold", str(job.answer_threshold), "--hold-below"] if job.answer_threshold is not None else []
+    argv += ["--release-repeats"] if job.answer_threshold is not None and args.stop_release_repeats else []
     argv += [arg for condition in job.where for arg in ("--where", condition)]
     run(parse_args(argv))
     return "ran"

@@ -282,14 +282,21 @@ def versus_rows(rows: dict, new_runs: list[str], old_runs: list[str]) -> list[li
     return out
 
 
+# agent.run settings (metrics.json's "run") that change an episode of the same weights: a variant may be one of them
+DECODING = ("answer_threshold", "hold_below", "release_repeats", "k", "max_turns", "max_new_tokens", "temperature")
+
+
 def same_models(news: list[dict[str, Result]], olds: list[dict[str, Result]]) -> bool:
-    """Whether two sides' evaluations ran the same models: the same weights where eval.run recorded their
-    digest (a folder moved or trained again keeps its path, not its weights), else the same path."""
+    """Whether two sides' evaluations ran the same models the same way: the same weights where eval.run
+    recorded their digest (a folder moved or trained again keeps its path, not its weights), else the same
+    path, and the same decoding settings (e.g. one calibrated stop with and one without --release-repeats)."""
     def models(side):
-        return {result.checkpoint or result.metrics.get("run", {}).get("model") for stage in side for result in stage.values()}
+        return {(result.checkpoint or result.metrics.get("run", {}).get("model"),
+                 *(result.metrics.get("run", {}).get(key) or None for key in DECODING))  # absent (older runs) = off
+                for stage in side for result in stage.values()}
 
     new, old = models(news), models(olds)
-    return None not in new | old and new == old
+    return all(model[0] is not None for model in new | old) and new == old
 
 
 def pooled_rows(name: str, label: str, news: list[dict], olds: list[dict]) -> list[list[str]]:

@@ -22,6 +22,8 @@
    with `<answer>` where the policy gives it P >= threshold, and may not open with it below (except
    the loop's last turn). GRPO then learns from the episodes the deployed agent would run. The
    constrained tokens are trained as sampled, with the policy's unconstrained log-probabilities.
+   Evaluation's release of a held turn that repeats a call (agent.run --release-repeats, stop 54)
+   is not applied here: TRL's loop samples each turn once, and a repeat stays an invalid call.
 
 Token faithfulness is TRL's: in the tool loop the next turn's prompt is `prompt_ids +
 completion_ids + tool_suffix_ids` (concatenation, no decode/re-encode of sampled tokens), and the

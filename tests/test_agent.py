@@ -184,7 +184,7 @@ def test_tiny_model_episode_end_to_end(store, tiny):
 
 
 def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
-    from agent.run import main
+    from agent.run import check_same_settings, main, parse_args
     from common.errors import UserError
 
     questions = tmp_path / "q.jsonl"
@@ -208,7 +208,14 @@ def test_agent_run_writes_and_resumes(store, tmp_path, tiny):
         main(args + ["--max-new-tokens", "5", "--temperature", "1", "--seed", "3"])
     main(args + ["--seed", "3"])  # greedy: the seed changes nothing, so the folder is reused
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 3
-    for bad in (["--answer-threshold", "0"], ["--answer-threshold", "0.2", "--closed-book"]):
+    settings = json.loads((out / "settings.json").read_text())
+    del settings["release_repeats"]  # a folder from before the key: its episodes ran without the release
+    (out / "settings.json").write_text(json.dumps(settings))
+    with pytest.raises(UserError, match="--release-repeats; use a new --out folder"):
+        check_same_settings(out, parse_args(args + ["--answer-threshold", "0.2", "--hold-below", "--release-repeats"]),
+                            {"q0": {}})
+    for bad in (["--answer-threshold", "0"], ["--answer-threshold", "0.2", "--closed-book"],
+                ["--answer-threshold", "0.2", "--release-repeats"]):  # releases --hold-below's hold: needs it
         with pytest.raises(SystemExit):
             main(args + bad)
 

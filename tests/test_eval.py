@@ -209,6 +209,12 @@ def test_a_variant_pairs_with_its_base_stage_by_stage_question_by_question(fixtu
     assert any(row[1] == "base (tools): against m" for table in retrained if table.name == "paired" for row in table.rows)
     for run in ("v1", "m"):
         (fixture_runs / run / "base/eval/world_test/fingerprint.json").unlink()
+    metrics_path = fixture_runs / "v1/base/eval/world_test/metrics.json"  # the same weights decoded otherwise
+    metrics = json.loads(metrics_path.read_text())
+    metrics_path.write_text(json.dumps({**metrics, "run": {**metrics["run"], "release_repeats": True}}))
+    decoded = build_tables(fixture_runs, log=lambda line: None, versus=[["v1", "m"]])
+    assert any(row[1] == "base (tools): against m" for table in decoded if table.name == "paired" for row in table.rows)
+    metrics_path.write_text(json.dumps(metrics))
     pooled = rows[("v + v1", "SFT+RL: against m + m-rlseed1", "world_test")]  # the one stage all four runs have
     # v (EM 0.75) pairs with m (1.0), v1 (1.0) with m-rlseed1 (0.5): 0.75 -> 0.875
     assert pooled[3:5] == ["4 x 2", "0.750 -> 0.875"] and pooled[6] == "70 -> 40"
@@ -340,6 +346,10 @@ def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeyp
     monkeypatch.setattr(agent.run, "run", lambda args: argvs.append(args) or (Path(args.out) / "metrics.json").write_text("{}"))
     assert eval_run.run_job(job, config, {}) == "ran"
     assert argvs[0].answer_threshold == 0.4 and argvs[0].hold_below
+    assert argvs[0].release_repeats == config.stop_release_repeats
+    assert eval_run.run_job(job, config, {}) == "up to date"
+    config.stop_release_repeats = not config.stop_release_repeats  # the other release setting: another result
+    assert eval_run.run_job(job, config, {}) == "ran" and argvs[-1].release_repeats == config.stop_release_repeats
     fit(0.5, b"weights-1")  # another threshold: another result
     (job,) = eval_run.plan(config)
     assert eval_run.run_job(job, config, {}) == "ran"
@@ -853,6 +863,44 @@ def test_hold_below_keeps_a_turn_from_opening_with_the_answer_tag(tiny):
         assert not held.text.startswith("<answer>") and held.held and backend.held_answers == 1
         backend.max_turns = 2  # the conversation holds one assistant turn: the next is the last, never held
         assert backend.complete([messages], None)[0].text.startswith("<answer>") and backend.held_answers == 1
+
+
+def test_a_held_turn_that_repeats_a_call_is_released_to_the_models_own_turn(tiny, monkeypatch):
+    """--release-repeats: a held turn whose call the tools would refuse as a repeat is generated again
+    unheld, and only where greedy decoding wanted to answer; a new call or a non-answering hold stays."""
+    from agent.backends import Completion, Hold, Sampling, TransformersBackend, repeats_a_call
+    from agent.chat import prepare_tokenizer, render_tool_call
+
+    model, tokenizer = tiny
+    messages = _reading_messages()[:4]
+    repeat = messages[2]["tool_calls"][0]
+    other = {"type": "function", "function": {"name": "search", "arguments": {"query": "Kestrel founder"}}}
+    assert repeats_a_call([repeat], messages) and not repeats_a_call([other], messages)
+    assert not repeats_a_call([other, other], messages) and repeats_a_call([other, repeat], messages)
+    assert not repeats_a_call([repeat], messages[:2])  # nothing called yet
+
+    backend = TransformersBackend(model, prepare_tokenizer(tokenizer), Sampling(max_new_tokens=4), reuse_cache=False,
+                                  answer_threshold=0.5, hold_below=True, release_repeats=True)
+    holds = [Hold([0.3, 0.9], greedy_answers=True), Hold([0.1, 0.2], greedy_answers=False),
+             Hold([0.3, 0.9], greedy_answers=True)]
+    texts = [render_tool_call(repeat), render_tool_call(repeat), render_tool_call(other)]
+    asked = []
+
+    def fake_complete_ids(ids, keys=None, max_new_tokens=None, hold=None):
+        asked.append(hold)
+        if hold is not None:  # the held turns
+            return [Completion(text, 5, len(row)) for text, row in zip(texts, ids)]
+        return [Completion("<answer>Oslo</answer>", 6, len(row)) for row in ids]
+
+    monkeypatch.setattr(backend, "_stops", lambda conversations, ids, keys: list(holds))
+    monkeypatch.setattr(backend, "complete_ids", fake_complete_ids)
+    released, kept, new_call = backend.complete([messages, list(messages), list(messages)], None)
+    assert released.released and not released.held and released.text == "<answer>Oslo</answer>"
+    assert not kept.released and kept.text == texts[1]  # greedy did not want to answer: the hold changed nothing
+    assert not new_call.released and new_call.held and new_call.text == texts[2]
+    assert backend.released_holds == 1 and backend.held_answers == 1 and len(asked) == 2
+    backend.release_repeats = False
+    assert not any(c.released for c in backend.complete([messages], None)) and backend.released_holds == 1
 
 
 def test_answer_threshold_opens_the_turn_with_the_tag_after_tool_outputs_only(tiny):
