@@ -123,7 +123,7 @@ class TransformersBackend:
                 and repeats_a_call(parse_assistant(completion.text, specs).tool_calls, conversations[i])]
         if not rows:
             return
-        for i, completion in zip(rows, self.complete_ids([ids[i] for i in rows], [keys[i] for i in rows])):
+        for i, completion in zip(rows, self.complete_ids([ids[i] for i in rows], [keys[i] for i in rows], only_these=False)):
             completion.released, completions[i], stops[i] = True, completion, None
             self.released_holds += 1
 
@@ -153,12 +153,15 @@ class TransformersBackend:
         return self.sampling.max_context_tokens - max_new_tokens
 
     def complete_ids(self, ids: list[list[int]], keys: list | None = None,
-                     max_new_tokens: int | None = None, hold: list | None = None) -> list[Completion]:
+                     max_new_tokens: int | None = None, hold: list | None = None,
+                     only_these: bool = True) -> list[Completion]:
         """Turns for prompts already tokenized (e.g. a turn forced to open with a tag). `keys` tell
         conversations apart for the turn cache; without them each prompt counts as a new
         conversation and the cache of earlier ones is dropped (probes, not episodes).
         `max_new_tokens`: this call's turn budget (default: the sampling's). `hold`: per row, None
-        or the `Hold` that keeps its turn from opening with `<answer>`."""
+        or the `Hold` that keeps its turn from opening with `<answer>`. `only_these`: these are all the
+        conversations still running, so the cache of any other is dropped (False: a second pass over
+        some of this round's turns, which must not evict the rest)."""
         keys = keys if keys is not None else [("prompt", index) for index in range(len(ids))]
         hold = hold or [None] * len(ids)
         budget = max_new_tokens or self.sampling.max_new_tokens
@@ -170,7 +173,7 @@ class TransformersBackend:
                 results[index] = Completion("", 0, len(row), error=f"context of {len(row)} tokens exceeds {limit}")
             else:
                 runnable.append(index)
-        if self.turn_cache:
+        if self.turn_cache and only_these:
             self.turn_cache.retain(keys)
         # rows that prefill similar numbers of tokens share a batch: less padding
         runnable.sort(key=lambda i: self.turn_cache.new_tokens(keys[i], ids[i]) if self.turn_cache else len(ids[i]))

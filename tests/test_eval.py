@@ -886,8 +886,8 @@ def test_a_held_turn_that_repeats_a_call_is_released_to_the_models_own_turn(tiny
     texts = [render_tool_call(repeat), render_tool_call(repeat), render_tool_call(other)]
     asked = []
 
-    def fake_complete_ids(ids, keys=None, max_new_tokens=None, hold=None):
-        asked.append(hold)
+    def fake_complete_ids(ids, keys=None, max_new_tokens=None, hold=None, only_these=True):
+        asked.append(only_these)
         if hold is not None:  # the held turns
             return [Completion(text, 5, len(row)) for text, row in zip(texts, ids)]
         return [Completion("<answer>Oslo</answer>", 6, len(row)) for row in ids]
@@ -898,9 +898,19 @@ def test_a_held_turn_that_repeats_a_call_is_released_to_the_models_own_turn(tiny
     assert released.released and not released.held and released.text == "<answer>Oslo</answer>"
     assert not kept.released and kept.text == texts[1]  # greedy did not want to answer: the hold changed nothing
     assert not new_call.released and new_call.held and new_call.text == texts[2]
-    assert backend.released_holds == 1 and backend.held_answers == 1 and len(asked) == 2
+    assert backend.released_holds == 1 and backend.held_answers == 1
+    assert asked == [True, False]  # the second pass keeps the other conversations' turn caches
     backend.release_repeats = False
     assert not any(c.released for c in backend.complete([messages], None)) and backend.released_holds == 1
+    monkeypatch.undo()
+    cached = TransformersBackend(model, prepare_tokenizer(tokenizer), Sampling(max_new_tokens=4))
+    first, second = list(messages), messages[:2]
+    cached.complete([first, second], None)
+    ids = tokenizer(cached.render(first, None), add_special_tokens=False).input_ids
+    cached.complete_ids([ids], [id(first)], only_these=False)
+    assert set(cached.turn_cache.entries) == {id(first), id(second)}
+    cached.complete_ids([ids], [id(first)])  # a round's only conversation: the others are forgotten
+    assert set(cached.turn_cache.entries) == {id(first)}
 
 
 def test_answer_threshold_opens_the_turn_with_the_tag_after_tool_outputs_only(tiny):
