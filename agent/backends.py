@@ -57,6 +57,7 @@ class TransformersBackend:
         # (except on the episode's last turn, `max_turns`, where only an answer can still score)
         self.answer_threshold, self.hold_below, self.max_turns = answer_threshold, hold_below, max_turns
         self.release_repeats = release_repeats  # a held turn that repeats an earlier call: see _release
+        self._tool_specs = None  # agent.tools.tool_specs(), read once by the first release
         self.forced_answers = self.held_answers = self.released_holds = 0
         self.answer_tag = tokenizer(ANSWER_TAG, add_special_tokens=False)["input_ids"]
         self.tag_branch = branch_index(self.answer_tag, tokenizer(TOOL_CALL_TAG, add_special_tokens=False)["input_ids"])
@@ -117,10 +118,10 @@ class TransformersBackend:
         from agent.chat import parse_assistant
         from agent.tools import tool_specs
 
-        specs = tool_specs()
+        self._tool_specs = self._tool_specs or tool_specs()
         rows = [i for i, (stop, completion) in enumerate(zip(stops, completions))
                 if isinstance(stop, Hold) and stop.greedy_answers and not completion.error
-                and repeats_a_call(parse_assistant(completion.text, specs).tool_calls, conversations[i])]
+                and repeats_a_call(parse_assistant(completion.text, self._tool_specs).tool_calls, conversations[i])]
         if not rows:
             return
         for i, completion in zip(rows, self.complete_ids([ids[i] for i in rows], [keys[i] for i in rows], only_these=False)):

@@ -177,8 +177,13 @@ def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
             "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
             "temperature": 0.0, "dtype": fast_dtype() if args.dtype == "fast" else args.dtype, "agent_code": digests["agent code"],
             **({"answer_threshold": job.answer_threshold, "hold_below": True} if job.answer_threshold is not None else {}),
-            **({"release_repeats": True} if job.answer_threshold is not None and args.stop_release_repeats else {}),
+            **({"release_repeats": True} if releases_repeats(job, args) else {}),
             **({"where": list(job.where)} if job.where else {})}
+
+
+def releases_repeats(job: Job, args: EvalArguments) -> bool:
+    """Whether this job's calibrated stop releases held repeats (`stop_release_repeats`; calibrated stages only)."""
+    return job.answer_threshold is not None and args.stop_release_repeats
 
 
 def agent_code_hash() -> str:
@@ -209,7 +214,7 @@ def run_job(job: Job, args: EvalArguments, digests: dict) -> str:
     argv += ["--limit", str(args.limit)] if args.limit else []
     argv += {"closed-book": ["--closed-book"], "rag": ["--rag"]}.get(job.mode, [])
     argv += ["--answer-threshold", str(job.answer_threshold), "--hold-below"] if job.answer_threshold is not None else []
-    argv += ["--release-repeats"] if job.answer_threshold is not None and args.stop_release_repeats else []
+    argv += ["--release-repeats"] if releases_repeats(job, args) else []
     argv += [arg for condition in job.where for arg in ("--where", condition)]
     run(parse_args(argv))
     return "ran"
