@@ -290,13 +290,14 @@ def same_models(news: list[dict[str, Result]], olds: list[dict[str, Result]]) ->
     """Whether two sides' evaluations ran the same models the same way: the same weights where eval.run
     recorded their digest (a folder moved or trained again keeps its path, not its weights), else the same
     path, and the same decoding settings (e.g. one calibrated stop with and one without --release-repeats)."""
-    def models(side):
-        return {(result.checkpoint or result.metrics.get("run", {}).get("model"),
-                 *(result.metrics.get("run", {}).get(key) or None for key in DECODING))  # absent (older runs) = off
-                for stage in side for result in stage.values()}
+    new, old = ({model_and_decoding(result) for stage in side for result in stage.values()} for side in (news, olds))
+    return all(model is not None for model, *_ in new | old) and new == old
 
-    new, old = models(news), models(olds)
-    return all(model[0] is not None for model in new | old) and new == old
+
+def model_and_decoding(result: Result) -> tuple:
+    """(weights digest or path, then each DECODING setting; absent in older runs = off, as are False and 0)."""
+    run = result.metrics.get("run", {})
+    return (result.checkpoint or run.get("model"), *(run.get(key) or None for key in DECODING))
 
 
 def pooled_rows(name: str, label: str, news: list[dict], olds: list[dict]) -> list[list[str]]:
