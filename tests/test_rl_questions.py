@@ -1,6 +1,7 @@
 """RL's questions and recipes: the SFT model's pass rate on train_rl (sampling, resume, the filter rl.train
 reads, the checkpoint it belongs to), the recipes and their ablation, and an RL seed beside the default run."""
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -184,24 +185,24 @@ def test_the_pass_rate_stage_samples_as_rl_rolls_out():
     assert args.max_turns == recipe["max_tool_calling_iterations"] + 1 and args.temperature == recipe["temperature"]
 
 
+def make_dry_run(*targets: str) -> str:
+    """What `make -n <targets>` would run (a failing make fails the test)."""
+    return subprocess.run(["make", "-n", *targets], capture_output=True, text=True, check=True).stdout
+
+
 def test_an_rl_seed_is_trained_and_evaluated_beside_the_default_run():
     """make rl / rl-nolen / eval / stop-fit STAGE=rl RL_SEED=1 write runs/<model>-rlseed1/, which eval.tables
     pairs with the SFT it started from and pools with the default run."""
-    import subprocess
-
-    lines = subprocess.run(["make", "-n", "rl", "rl-nolen", "eval", "RL_SEED=1"], capture_output=True, text=True,
-                           check=True).stdout.splitlines()
+    lines = make_dry_run("rl", "rl-nolen", "eval", "RL_SEED=1").splitlines()
     train = [line.split("rl.train ", 1)[1] for line in lines if "-m rl.train" in line]
     assert train == ["--config recipes/smollm2-135m/rl.yaml --seed 1 --output_dir runs/smollm2-135m-rlseed1/rl",
                      "--config recipes/smollm2-135m/rl_nolen.yaml --seed 1 --output_dir runs/smollm2-135m-rlseed1/rl_nolen"]
     evaluate = next(line for line in lines if "-m eval.run" in line)
     assert evaluate.endswith('--run_name smollm2-135m-rlseed1 --stages rl rl_stop rl_nolen --baselines ""')
-    fit = subprocess.run(["make", "-n", "stop-fit", "STAGE=rl", "RL_SEED=1"], capture_output=True, text=True,
-                         check=True).stdout
+    fit = make_dry_run("stop-fit", "STAGE=rl", "RL_SEED=1")
     assert "--model runs/smollm2-135m-rlseed1/rl/final" in fit and "--out runs/smollm2-135m-rlseed1/rl/stop_fit.json" in fit
-    assert "--out runs/smollm2-135m/sft/stop_fit.json" in subprocess.run(  # SFT has no RL seed
-        ["make", "-n", "stop-fit", "RL_SEED=1"], capture_output=True, text=True, check=True).stdout
-    plain = subprocess.run(["make", "-n", "rl"], capture_output=True, text=True, check=True).stdout
+    assert "--out runs/smollm2-135m/sft/stop_fit.json" in make_dry_run("stop-fit", "RL_SEED=1")  # SFT has no RL seed
+    plain = make_dry_run("rl")
     assert "--seed" not in plain and "rlseed" not in plain
     own = subprocess.run(["make", "-n", "rl", "RL_SEED=0"], capture_output=True, text=True)
     assert own.returncode != 0 and "RL_SEED=0 is the recipe's own seed" in own.stderr
@@ -210,11 +211,10 @@ def test_an_rl_seed_is_trained_and_evaluated_beside_the_default_run():
 def test_make_all_trains_the_length_penalty_ablation_before_it_evaluates():
     """Issue 5's ablation is part of the recipe: make all trains RL with and without the penalty, then evaluates
     both, so make tables has the penalty-free row."""
-    import subprocess
-
-    lines = subprocess.run(["make", "-n", "all"], capture_output=True, text=True, check=True).stdout.splitlines()
-    order = [next(i for i, line in enumerate(lines) if module in line)
-             for module in ("-m sft.train", "rl.yaml", "rl_nolen.yaml", "-m eval.run", "-m eval.tables")]
+    lines = make_dry_run("all").splitlines()
+    order = [next(i for i, line in enumerate(lines) if command in line)
+             for command in ("-m sft.train", "rl.train --config recipes/smollm2-135m/rl.yaml",
+                             "rl.train --config recipes/smollm2-135m/rl_nolen.yaml", "-m eval.run", "-m eval.tables")]
     assert order == sorted(order)
 
 
