@@ -1,6 +1,7 @@
 """SFT training throughput of the recipe's setup against plain fp32, in one run on the same batches.
 
-    python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 8 --rounds 1  # make bench-sft, ~40 min
+    python -m sft.bench --config recipes/smollm2-135m/sft.yaml --steps 8 --rounds 1  # make bench-sft: 21-40 min
+    python -m sft.bench --steps 8 --rounds 1 --only "compiled, shared prompt"  # issue 4: the recipe vs fp32
     python -m sft.bench --steps 6 --only "bf16 autocast, loss positions, compiled"  # fp32 + compiled bf16
     python -m sft.bench --sampling --steps 8 --rounds 1   # the recipe's setup with each batch sampler
     python -m sft.bench --micro-batches --steps 6 --rounds 1  # its 8 rows a step as 4 x 2 (the recipe), 2 x 4, 8 x 1
