@@ -12,11 +12,11 @@ seed, so the same batches): fp32 with the full output layer (TRL's default path)
 output layer computed only at positions that carry loss, that with each decoder layer's MLP and
 norms compiled (`compile_layers`; its first step includes the ~40 s compile, so use enough steps),
 and that with the batch's common prompt run once (`share_prompt_prefix`); the same four under bf16
-autocast, with the shared prompt but no compiled layers, and the compiled one with gradient checkpointing (TRL's
-default, which the recipes turn off). With --sampling it compares instead the recipe's own setup (its gradient accumulation
-included) under each `train_sampling_strategy`, against length-grouped batches; with --freeze, the
-recipe's setup with the embeddings and the first N decoder layers fixed (`freeze_layers`), against
-N = 0; with --micro-batches, the recipe's rows a step run in micro-batches of each power of two
+autocast, the shared prompt without compiled layers, and the compiled one with gradient checkpointing
+(TRL's default, which the recipes turn off). With --sampling it compares instead the recipe's own
+setup (its gradient accumulation included) under each `train_sampling_strategy`, against
+length-grouped batches; with --freeze, the recipe's setup with the embeddings and the first N
+decoder layers fixed (`freeze_layers`), against N = 0; with --micro-batches, the recipe's rows a step run in micro-batches of each power of two
 from 2 that divides them. The bf16 setups run only on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x
 slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise.
 Writes runs/bench/sft_throughput.{json,md} (--sampling: sft_sampling.{json,md}; --freeze:
@@ -47,7 +47,7 @@ SETUPS = {  # name -> overrides
                                                         "compile_layers": True},
     "bf16 autocast, loss positions, compiled, shared prompt": {"bf16": True, "loss_positions_only": True,
                                                                "compile_layers": True, "share_prompt_prefix": True},
-    # whether compiling still pays once the prompt is shared (stop 56: not in bf16 on an AMD Zen 5 CPU)
+    # does compiling still pay once the prompt is shared? (stop 57, AMD Zen 5: 1.00x; stop 11, AMX, unshared: 1.24x)
     "bf16 autocast, loss positions, shared prompt": {"bf16": True, "loss_positions_only": True,
                                                      "share_prompt_prefix": True},
     "bf16 autocast, loss positions, compiled, gradient checkpointing": {
