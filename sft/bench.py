@@ -18,7 +18,8 @@ setup (its gradient accumulation included) under each `train_sampling_strategy`,
 length-grouped batches; with --freeze, the recipe's setup with the embeddings and the first N
 decoder layers fixed (`freeze_layers`), against N = 0; with --micro-batches, the recipe's rows a
 step run in micro-batches of each power of two from 2 that divides them. The bf16 setups run only
-on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x slower; --all runs them anyway). Rounds alternate the order to spread the machine's noise.
+on a CPU with bf16 units (elsewhere bf16 is emulated and ~24x slower; --all runs them anyway).
+Rounds alternate the order to spread the machine's noise.
 Writes runs/bench/sft_throughput.{json,md} (--sampling: sft_sampling.{json,md}; --freeze:
 sft_freeze.{json,md}; --micro-batches: sft_micro_batches.{json,md}).
 """
