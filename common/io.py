@@ -88,6 +88,18 @@ def resumable_checkpoint(out: Path, digest: str) -> str | None:
     return get_last_checkpoint(str(out))
 
 
+def resume_message(checkpoint: str, training_args) -> str:
+    """The line a resumed run prints. A checkpoint of a shorter run resumed to more steps continues the straight
+    longer run exactly only under a learning rate that does not depend on max_steps (constant, as RL's recipe):
+    under a decaying one its first steps followed the shorter schedule (tests/test_rl.py shows both)."""
+    saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text()).get("max_steps")
+    schedule = getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
+    if saved in (None, training_args.max_steps) or schedule in ("constant", "constant_with_warmup"):
+        return f"resuming from {checkpoint}"
+    return (f"resuming from {checkpoint}, saved by a {saved}-step run: its steps so far followed that run's {schedule} "
+            f"learning rate, so this is not what a straight {training_args.max_steps}-step run would train")
+
+
 def finished_run(out: Path, digest: str) -> dict | None:
     """The train_summary.json of a training run in `out` that finished with this fingerprint, else None."""
     summary = Path(out) / "train_summary.json"

@@ -24,7 +24,8 @@ from agent.tools import DEFAULT_K
 from common.disk import check_disk_room
 from common.errors import UserError, cli_main
 from common.hardware import CpuShare, on_gpu
-from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
+from common.io import (atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, resume_message,
+                       run_fingerprints)
 from common.recipe import parse_training_recipe
 from rl.data import check_pass_rates_model, load_questions, make_dataset, make_retriever
 
@@ -231,7 +232,7 @@ def main(argv=None) -> None:
     check_disk_room(out, trainer.model, training_args)
     last = resumable_checkpoint(out, identity)
     if last:
-        print(f"resuming from {last}")
+        print(resume_message(last, training_args))
     start_step = int(Path(last).name.split("-")[-1]) if last else 0
     cpu = CpuShare()
     result = trainer.train(resume_from_checkpoint=last)

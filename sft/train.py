@@ -21,7 +21,8 @@ from pathlib import Path
 from common.disk import check_disk_room
 from common.errors import UserError, cli_main
 from common.hardware import CpuShare, on_gpu
-from common.io import atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, run_fingerprints
+from common.io import (atomic_dir, atomic_write_json, file_sha256, finished_run, resumable_checkpoint, resume_message,
+                       run_fingerprints)
 from common.recipe import parse_training_recipe
 
 from sft.data import (evidence_pair_rows, first_turn_rows, parse_type_repeats, read_trajectories, repeat_by_type,
@@ -462,7 +463,7 @@ def main(argv=None) -> None:
     check_disk_room(out, trainer.model, training_args)
     last = resumable_checkpoint(out, identity)
     if last:
-        print(f"resuming from {last}")
+        print(resume_message(last, training_args))
     if script.max_train_minutes:
         add_time_budget(trainer, script.max_train_minutes)
     cpu = CpuShare()

@@ -353,6 +353,49 @@ def test_tiny_grpo_logs_health_resumes_and_saves(tmp_path, store, tiny, capsys, 
     assert "already trained with this recipe (2 steps); nothing to do" in capsys.readouterr().out
 
 
+def test_a_resumed_run_is_the_straight_run_bit_for_bit(tmp_path, store, tiny, monkeypatch):  # noqa: F811
+    """A run resumed after a kill, or resumed to more steps under the RL recipe's constant learning rate, ends with
+    the weights of one that never stopped: optimizer, RNG and the data's position all come back (stop 60 resumed
+    stop 55-57's runs from step 12 to 16, and seed 0 matched its straight 16-step run bit for bit). The random model
+    never answers right, so a test reward scores each group's rollouts 0 and 1: every step updates."""
+    import shutil
+
+    from agent.models import checkpoint_digest
+    from rl.rewards import REWARDS
+    from rl.train import main
+
+    monkeypatch.setitem(REWARDS, "spread", lambda completions, **kwargs: [float(i % 2) for i in range(len(completions))])
+    learning = ["--reward_funcs", "spread", "--reward_weights", "1.0", "--lr_scheduler_type", "constant"]
+    straight = rl_args(tmp_path, *learning, "--max_steps", "2", "--output_dir", str(tmp_path / "straight"))
+    main(straight)
+    digest = checkpoint_digest(str(tmp_path / "straight/final"))
+    main(rl_args(tmp_path, *learning, "--max_steps", "1"))
+    main(rl_args(tmp_path, *learning, "--max_steps", "2"))  # the longer run resumes the shorter one
+    assert checkpoint_digest(str(tmp_path / "rl/final")) == digest
+    assert len({checkpoint_digest("tiny"), checkpoint_digest(str(tmp_path / "rl/checkpoint-1")), digest}) == 3
+    for path in ("final", "checkpoint-2", "train_summary.json"):  # killed before step 2 was saved
+        target = tmp_path / "straight" / path
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    main(straight)
+    summary = json.loads((tmp_path / "straight/train_summary.json").read_text())
+    assert summary["resumed_from"].endswith("checkpoint-1") and checkpoint_digest(str(tmp_path / "straight/final")) == digest
+
+
+def test_a_longer_run_resumed_under_a_decaying_learning_rate_says_it_is_not_the_straight_run(tmp_path):
+    from types import SimpleNamespace
+
+    from common.io import resume_message
+
+    (tmp_path / "checkpoint-1").mkdir()
+    (tmp_path / "checkpoint-1/trainer_state.json").write_text(json.dumps({"max_steps": 1, "global_step": 1}))
+    checkpoint = str(tmp_path / "checkpoint-1")
+    for schedule, steps in (("constant", 2), ("linear", 1)):  # RL's constant rate, or a kill: the straight run
+        assert resume_message(checkpoint, SimpleNamespace(lr_scheduler_type=schedule, max_steps=steps)) == f"resuming from {checkpoint}"
+    message = resume_message(checkpoint, SimpleNamespace(lr_scheduler_type="linear", max_steps=2))
+    assert message.endswith("saved by a 1-step run: its steps so far followed that run's linear learning rate, so this "
+                            "is not what a straight 2-step run would train")
+
+
 def test_health_monitor_warns_on_collapse(capsys):
     from rl.health import HealthMonitor
 
