@@ -90,14 +90,14 @@ def resumable_checkpoint(out: Path, digest: str) -> str | None:
 
 def resume_message(checkpoint: str, training_args) -> str:
     """The line a resumed run prints. A checkpoint of a shorter run resumed to more steps continues the straight
-    longer run exactly only under a learning rate that does not depend on max_steps (constant, as RL's recipe):
-    under a decaying one its first steps followed the shorter schedule (tests/test_rl.py shows both)."""
+    longer run exactly only under a constant learning rate (RL's recipe; tests/test_rl.py checks it): under any
+    other schedule the steps so far followed the shorter run's. A run sized by epochs (max_steps -1) is not judged."""
     saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text()).get("max_steps")
     schedule = getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
-    if saved in (None, training_args.max_steps) or schedule in ("constant", "constant_with_warmup"):
+    if training_args.max_steps <= 0 or saved in (None, training_args.max_steps) or schedule == "constant":
         return f"resuming from {checkpoint}"
     return (f"resuming from {checkpoint}, saved by a {saved}-step run: its steps so far followed that run's {schedule} "
-            f"learning rate, so this is not what a straight {training_args.max_steps}-step run would train")
+            f"learning rate, so this is not what a straight run with max_steps {training_args.max_steps} would train")
 
 
 def finished_run(out: Path, digest: str) -> dict | None:

@@ -3,6 +3,8 @@ import contextlib
 import copy
 import json
 import re
+import shutil
+from types import SimpleNamespace
 
 import pytest
 
@@ -358,13 +360,14 @@ def test_a_resumed_run_is_the_straight_run_bit_for_bit(tmp_path, store, tiny, mo
     the weights of one that never stopped: optimizer, RNG and the data's position all come back (stop 60 resumed
     stop 55-57's runs from step 12 to 16, and seed 0 matched its straight 16-step run bit for bit). The random model
     never answers right, so a test reward scores each group's rollouts 0 and 1: every step updates."""
-    import shutil
-
     from agent.models import checkpoint_digest
     from rl.rewards import REWARDS
     from rl.train import main
 
-    monkeypatch.setitem(REWARDS, "spread", lambda completions, **kwargs: [float(i % 2) for i in range(len(completions))])
+    def spread(completions, **kwargs):
+        return [float(i % 2) for i in range(len(completions))]
+
+    monkeypatch.setitem(REWARDS, "spread", spread)
     learning = ["--reward_funcs", "spread", "--reward_weights", "1.0", "--lr_scheduler_type", "constant"]
     straight = rl_args(tmp_path, *learning, "--max_steps", "2", "--output_dir", str(tmp_path / "straight"))
     main(straight)
@@ -378,22 +381,23 @@ def test_a_resumed_run_is_the_straight_run_bit_for_bit(tmp_path, store, tiny, mo
         shutil.rmtree(target) if target.is_dir() else target.unlink()
     main(straight)
     summary = json.loads((tmp_path / "straight/train_summary.json").read_text())
-    assert summary["resumed_from"].endswith("checkpoint-1") and checkpoint_digest(str(tmp_path / "straight/final")) == digest
+    assert summary["resumed_from"].endswith("checkpoint-1")
+    assert checkpoint_digest(str(tmp_path / "straight/final")) == digest
 
 
 def test_a_longer_run_resumed_under_a_decaying_learning_rate_says_it_is_not_the_straight_run(tmp_path):
-    from types import SimpleNamespace
-
     from common.io import resume_message
 
     (tmp_path / "checkpoint-1").mkdir()
     (tmp_path / "checkpoint-1/trainer_state.json").write_text(json.dumps({"max_steps": 1, "global_step": 1}))
     checkpoint = str(tmp_path / "checkpoint-1")
-    for schedule, steps in (("constant", 2), ("linear", 1)):  # RL's constant rate, or a kill: the straight run
-        assert resume_message(checkpoint, SimpleNamespace(lr_scheduler_type=schedule, max_steps=steps)) == f"resuming from {checkpoint}"
+    plain = f"resuming from {checkpoint}"
+    # RL's constant rate, a kill (the same max_steps), a run sized by epochs: nothing to say
+    for schedule, steps in (("constant", 2), ("linear", 1), ("linear", -1)):
+        assert resume_message(checkpoint, SimpleNamespace(lr_scheduler_type=schedule, max_steps=steps)) == plain
     message = resume_message(checkpoint, SimpleNamespace(lr_scheduler_type="linear", max_steps=2))
     assert message.endswith("saved by a 1-step run: its steps so far followed that run's linear learning rate, so this "
-                            "is not what a straight 2-step run would train")
+                            "is not what a straight run with max_steps 2 would train")
 
 
 def test_health_monitor_warns_on_collapse(capsys):
