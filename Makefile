@@ -16,6 +16,8 @@
 #            P_MISS=0.5                                    (make data: give that share of trajectories a missed-evidence
 #                                                          row: a search's fact hidden, then a search again;
 #                                                          data/trajectory_misses.py)
+#            SFT_POOLS=sft,rl                              (make data: train_sft in the sft and rl phrasing pools, half
+#                                                          each; train_rl's draw changes with it; stop 61)
 
 PYTHON ?= python3
 VENV := .venv
@@ -24,6 +26,7 @@ WORLD_DOCS ?= 3000
 SEED ?= 0
 P_TWIN ?= 0
 P_MISS ?= 0
+SFT_POOLS ?= sft
 DATASET ?= world
 MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
@@ -59,7 +62,7 @@ endif
 # questions: synthesized from the world, or a real set (its questions and its datastore together)
 ifeq ($(DATASET),world)
 data: datastore
-	$(PY) -m data.questions --world runs/data/world --datastore world --out runs/data/world/questions --seed $(SEED)
+	$(PY) -m data.questions --world runs/data/world --datastore world --out runs/data/world/questions --seed $(SEED) $(if $(filter-out sft,$(SFT_POOLS)),--train-sft-pools $(SFT_POOLS))
 	$(PY) -m data.trajectories --questions runs/data/world/questions/train_sft.jsonl --world runs/data/world --datastore world --out runs/data/world/trajectories/sft $(if $(filter-out 0,$(P_TWIN)),--p-twin $(P_TWIN)) $(if $(filter-out 0,$(P_MISS)),--p-miss $(P_MISS))
 else
 data: setup

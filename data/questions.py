@@ -15,9 +15,10 @@ answer_in_question (an alias inside the names or the text), not_retrievable (a h
 document is not in the top 5 when searching the hop's entity by name with the datastore's default
 method; a hop whose fact sits on another page may add a relation word: "X founder").
 Splits: chain heads are bucketed by a hash of (seed, entity id) into train/dev/test/heldout, so
-eval questions start at entities no train question starts at. train_sft: sft pool, 1-2 hops and
-comparisons; train_rl, dev, test: sft + rl pools, 1-3 hops; test_heldout: heldout pool, 1-3 hops;
-test_ood: 4 hops and the paths of data.leakage.WITHHELD_PATHS (in no train split).
+eval questions start at entities no train question starts at. train_sft: sft pool (sft + rl pools
+with --train-sft-pools sft,rl), 1-2 hops and comparisons; train_rl, dev, test: sft + rl pools, 1-3
+hops; test_heldout: heldout pool, 1-3 hops; test_ood: 4 hops and the paths of
+data.leakage.WITHHELD_PATHS (in no train split).
 API: build(world, datastore, out, QuestionConfig(...)); synthesize(Graph.load(world), Searcher(store),
 cfg) -> (splits, report); check_leakage(splits) (data.leakage, with the retrieval checks). The
 Graph and the candidates of each type: data/question_candidates.py.
@@ -66,6 +67,10 @@ class QuestionConfig:
     train_rl: int = 3000
     eval: int = 500
     qtext_sample: int = 200  # candidates per type whose question text is searched (report only)
+    train_sft_pools: tuple = ("sft",)  # train_sft's phrasing pools, in equal shares (stop 61: ("sft", "rl"))
+
+    def pool_mix(self) -> dict:
+        return {**POOL_MIX, "train_sft": {p: 1 / len(self.train_sft_pools) for p in self.train_sft_pools}}
 
     def sizes(self) -> dict:
         return {"train_sft": self.train_sft, "train_rl": self.train_rl,
@@ -158,13 +163,14 @@ def _round_robin(cands: list, rng: random.Random, by_answer: bool = True):
                 yield group[i]
 
 
-def make_split(g: Graph, split: str, n: int, pool_cands: dict, used: set, seed: int, drops: Counter) -> list:
+def make_split(g: Graph, split: str, n: int, pool_cands: dict, used: set, seed: int, drops: Counter,
+               pool_mix: dict) -> list:
     rng = random.Random(f"{seed}|{split}")
     rows = []
     for cell, quota in sorted(_quotas(n, MIX[split]).items()):
         if not quota:
             continue
-        pools = [p for p, k in _quotas(quota, POOL_MIX[split]).items() for _ in range(k)]
+        pools = [p for p, k in _quotas(quota, pool_mix).items() for _ in range(k)]
         rng.shuffle(pools)
         available = [c for c in pool_cands.get(cell, []) if c.key not in used]
         got = []
@@ -229,7 +235,7 @@ def synthesize(g: Graph, searcher: Searcher, cfg: QuestionConfig, progress: bool
         for where in SPLIT_BUCKETS[split]:
             for cell, cs in cells[where].items():
                 pool_cands[cell].extend(cs)
-        splits[split] = make_split(g, split, n, pool_cands, used, cfg.seed, drops)
+        splits[split] = make_split(g, split, n, pool_cands, used, cfg.seed, drops, cfg.pool_mix()[split])
         say(f"questions: {split}: {len(splits[split])}")
     timing["total_s"] = round(time.perf_counter() - t0, 2)
     report["filters"] = drop_table(report["candidates"], drops)
@@ -255,10 +261,12 @@ def _inputs(world: Path, store) -> dict:
 
 
 def _config(cfg: QuestionConfig, method: str) -> dict:
-    return {"version": VERSION, **asdict(cfg), "method": method, "k": K,
+    # the pools enter as the mix they make, so the default's hash (and every built split) is unchanged
+    knobs = {k: v for k, v in asdict(cfg).items() if k != "train_sft_pools"}
+    return {"version": VERSION, **knobs, "method": method, "k": K,
             "phrasings": P.FINGERPRINT, "withheld_paths": [list(p) for p in WITHHELD_PATHS],
             "buckets": dict(BUCKETS), "mix": {s: {f"{t}/{h}": v for (t, h), v in m.items()} for s, m in MIX.items()},
-            "pool_mix": POOL_MIX, "caps": CAPS}
+            "pool_mix": cfg.pool_mix(), "caps": CAPS}
 
 
 def build(world: Path, datastore: str, out: Path, cfg: QuestionConfig, method: str | None = None,
@@ -309,11 +317,17 @@ def main() -> None:
     parser.add_argument("--eval", type=int, default=500, help="size of dev, test, test_heldout and test_ood each")
     parser.add_argument("--method", choices=["bm25", "dense", "hybrid"], help="default: the datastore's default")
     parser.add_argument("--qtext-sample", type=int, default=200, help="questions per type searched by their text (report)")
+    parser.add_argument("--train-sft-pools", default="sft",
+                        help="train_sft's phrasing pools, comma-separated, in equal shares: sft (default) or sft,rl")
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
     args = parser.parse_args()
     if min(args.train_sft, args.train_rl, args.eval) < 1:
         raise UserError("--train-sft, --train-rl and --eval must be at least 1")
-    cfg = QuestionConfig(args.seed, args.train_sft, args.train_rl, args.eval, args.qtext_sample)
+    pools = tuple(dict.fromkeys(p.strip() for p in args.train_sft_pools.split(",") if p.strip()))
+    if not pools or not set(pools) <= {"sft", "rl"}:
+        raise UserError(f"--train-sft-pools {args.train_sft_pools!r}: name sft, rl or both (sft,rl); "
+                        f"the heldout pool stays out of training")
+    cfg = QuestionConfig(args.seed, args.train_sft, args.train_rl, args.eval, args.qtext_sample, pools)
     build(args.world, args.datastore, args.out or args.world / "questions", cfg, args.method, args.force)
 
 

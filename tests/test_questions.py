@@ -186,6 +186,23 @@ def test_build_fails_on_a_leak_and_writes_nothing(env, monkeypatch):
     assert not (env / "leaky").exists()
 
 
+def test_wider_sft_pools_change_train_sft_only(env, splits, monkeypatch):
+    cfg = Q.QuestionConfig(seed=0, train_sft_pools=("sft", "rl"), **SMALL)
+    Q.build(env / "world", str(env / "ds"), env / "pools", cfg, progress=False)
+    wide = _splits(env / "pools")
+    pools = [r["pool"] for r in wide["train_sft"]]
+    assert abs(pools.count("rl") - pools.count("sft")) <= len(set(r["type"] for r in wide["train_sft"]))
+    assert set(pools) == {"sft", "rl"} and {r["pool"] for r in splits["train_sft"]} == {"sft"}
+    for split in ("dev", "test", "test_heldout", "test_ood"):  # eval buckets are the train splits' own
+        assert (env / "pools" / f"{split}.jsonl").read_bytes() == (env / "out" / f"{split}.jsonl").read_bytes()
+    manifest = json.loads((env / "pools" / "manifest.json").read_text())
+    assert manifest["leakage"]["problems"] == [] and manifest["pool_mix"]["train_sft"] == {"sft": 150 - pools.count("rl"),
+                                                                                            "rl": pools.count("rl")}
+    monkeypatch.setattr("sys.argv", ["data.questions", "--train-sft-pools", "sft,heldout"])
+    with pytest.raises(UserError, match="heldout pool stays out of training"):
+        Q.main()
+
+
 def test_unfillable_split_fails_with_a_clear_message(env):
     with pytest.raises(UserError, match=r"bigger world .*--docs"):
         Q.build(env / "world", str(env / "ds"), env / "big", Q.QuestionConfig(seed=0, train_sft=50, train_rl=50,
