@@ -69,6 +69,11 @@ class QuestionConfig:
     qtext_sample: int = 200  # candidates per type whose question text is searched (report only)
     train_sft_pools: tuple = ("sft",)  # train_sft's phrasing pools, in equal shares (stop 61: ("sft", "rl"))
 
+    def __post_init__(self):
+        if not self.train_sft_pools or not set(self.train_sft_pools) <= {"sft", "rl"}:
+            raise UserError(f"train_sft's phrasing pools {','.join(self.train_sft_pools) or '(none)'}: name sft, rl "
+                            f"or both (--train-sft-pools sft,rl); the heldout pool stays out of training")
+
     def pool_mix(self) -> dict:
         return {**POOL_MIX, "train_sft": {p: 1 / len(self.train_sft_pools) for p in self.train_sft_pools}}
 
@@ -324,9 +329,6 @@ def main() -> None:
     if min(args.train_sft, args.train_rl, args.eval) < 1:
         raise UserError("--train-sft, --train-rl and --eval must be at least 1")
     pools = tuple(dict.fromkeys(p.strip() for p in args.train_sft_pools.split(",") if p.strip()))
-    if not pools or not set(pools) <= {"sft", "rl"}:
-        raise UserError(f"--train-sft-pools {args.train_sft_pools!r}: name sft, rl or both (sft,rl); "
-                        f"the heldout pool stays out of training")
     cfg = QuestionConfig(args.seed, args.train_sft, args.train_rl, args.eval, args.qtext_sample, pools)
     build(args.world, args.datastore, args.out or args.world / "questions", cfg, args.method, args.force)
 
