@@ -6,7 +6,8 @@
 #            WORLD_DOCS=3000 SEED=0                        (size and seed of the synthetic world)
 #            DATASET=world | hotpotqa_dev500 | hotpotqa_train100 | bamboogle | nq_sample   (make data)
 #            MODEL=smollm2-135m QUESTIONS=<jsonl> OUT=<folder>   (make agent-run)
-#            CKPT=runs/smollm2-135m/sft/final              (make diagnose: any checkpoint folder)
+#            CKPT=runs/smollm2-135m/sft/final              (make diagnose, bench-invariance: any checkpoint folder)
+#            DTYPE=float32 | fast | bfloat16               (make bench-invariance: the episodes' dtype)
 #            STAGE=sft | rl                                (make stop-fit: whose calibrated stop)
 #            RL_SEED=1                                     (make rl / rl-nolen / eval / stop-fit STAGE=rl: another RL seed,
 #                                                          pooled by make tables)
@@ -32,7 +33,7 @@ MODEL ?= smollm2-135m
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: all setup world datastore data sft stop-fit probe-sets miss-sets pass-rate rl rl-nolen eval goals tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools serve test test-slow test-gpu clean-checkpoints clean
+.PHONY: all setup world datastore data sft stop-fit probe-sets miss-sets pass-rate rl rl-nolen eval goals tables diagnose agent-run bench-retrieval bench-agent bench-sft bench-tools bench-invariance serve test test-slow test-gpu clean-checkpoints clean
 
 # rl-nolen is issue 5's length-penalty ablation (14-25 min on the 2-core CPUs of stops 48-56): without it make tables has no penalty-free row
 all: setup datastore data sft stop-fit rl rl-nolen eval tables
@@ -98,7 +99,8 @@ eval: data
 	$(PY) -m data.realsets --dataset hotpotqa_dev500 --retrievers bm25
 	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen --baselines "")
 
-# issue 4's goals: every trained stage on the goal slices in full (eval.run.SLICES; 7-35 min per stage on stop 47's CPU), then
+# issue 4's goals: every trained stage on the goal slices in full (eval.run.SLICES; 7-35 min per stage on stop 47's CPU in
+# bf16, which goals.yaml left for float32 in stop 63: ~1.5x that on an AVX512-BF16 CPU), then
 # each goal beside its measured value and interval in runs/<run>/goals.md (RL_SEED=1: that seed's RL stages)
 goals: data
 	$(PY) -m eval.run --config recipes/$(MODEL)/goals.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen)
@@ -169,6 +171,14 @@ bench-agent: data
 # does the fact reach the agent? search snippets and find outputs on the world's facts, no model
 bench-tools: datastore
 	$(PY) -m eval.tool_exposure --world runs/data/world --datastore world --n 300
+
+# does an episode depend on its batch mates? CKPT's greedy episodes on test_heldout's first 128 questions, in file
+# order and reversed (other batch mates), compared question by question (eval.batch_invariance). DTYPE=float32 is
+# make eval's (no answer changed in stop 63, ~6.5 min per pass on 2 cores); DTYPE=fast shows bf16's flips (6 of 128)
+DTYPE ?= float32
+bench-invariance: data
+	$(PY) -m eval.batch_invariance --out runs/diagnostics/batch_invariance/$(subst /,_,$(CKPT))_$(DTYPE) -- \
+		--model $(CKPT) --questions runs/data/world/questions/test_heldout.jsonl --limit 128 --dtype $(DTYPE) --quiet
 
 bench-retrieval: setup
 	$(PY) -m datastore.bench

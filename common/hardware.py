@@ -15,7 +15,8 @@ kept in runs/hardware/bf16_probe.json (keyed by CPU model, torch version and thr
 stage of a machine decides alike. Delete the file to measure again. Generation is another matter:
 one token per episode per step reads every weight, so bf16 weights (half the bytes) paid even on
 that Intel CPU: 16 SFT episodes in 84 and 80 s against 103 and 109 s in fp32 (alternated).
-- `dtype: fast` (agent.run, eval, pass-rate) loads bfloat16 weights where the CPU has bf16 units;
+- `dtype: fast` (agent.run, pass-rate) loads bfloat16 weights where the CPU has bf16 units; evaluation
+  (eval.yaml) uses float32 since stop 63, because in bf16 an episode's answer depends on its batch mates;
 - `cpu_bf16: auto` (sft/rl recipes) keeps `bf16: true` where the probe finds bf16 faster and trains
   in fp32 elsewhere, saying why; `cpu_bf16: always` keeps bf16 regardless.
 Timing needs the machine to itself: `CpuShare` records how much of the CPU a training stage got.

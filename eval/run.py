@@ -75,9 +75,10 @@ class EvalArguments:
         "help": "calibrated stages (sft_stop, rl_stop): a held turn that only repeats an earlier call is replaced by "
                 "the model's own turn (agent.run --release-repeats; stop 54: valid calls 0.88-0.92 -> 0.96-0.98 "
                 "at the same EM, two SFT seeds)"})
-    dtype: str = field(default="fast", metadata={
-        "help": "weights for generation: fast (bfloat16 where the hardware has bf16 units, else float32), auto (as "
-                "saved), float32, bfloat16"})
+    dtype: str = field(default="float32", metadata={
+        "help": "weights for generation: float32 (an episode does not depend on its batch mates; stop 63), fast "
+                "(bfloat16 where the hardware has bf16 units, else float32: faster, but a reordered run changes some "
+                "answers), auto (as saved), bfloat16"})
 
 
 @dataclass

@@ -297,8 +297,8 @@ def test_stale_results_rerun_only_when_inputs_change(runs, monkeypatch):
     assert eval_run.run_job(job, config, {}) == "ran"
     config.limit = 2
     assert eval_run.run_job(job, config, {}) == "ran"
-    # other weights precision than `fast` resolves to on this CPU: other greedy results
-    config.dtype = "float32" if fast_dtype() == "bfloat16" else "bfloat16"
+    # `fast` where it resolves to bfloat16, or bfloat16 named: other weights precision, other greedy results
+    config.dtype = "fast" if fast_dtype() == "bfloat16" else "bfloat16"
     assert eval_run.run_job(job, config, {}) == "ran"
     monkeypatch.setattr(eval_run, "agent_code_hash", lambda: "changed snippets")  # the tools' code changed
     assert eval_run.run_job(job, config, {}) == "ran"
