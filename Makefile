@@ -99,8 +99,8 @@ eval: data
 	$(PY) -m data.realsets --dataset hotpotqa_dev500 --retrievers bm25
 	$(PY) -m eval.run --config recipes/$(MODEL)/eval.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen --baselines "")
 
-# issue 4's goals: every trained stage on the goal slices in full (eval.run.SLICES; 7-35 min per stage on stop 47's CPU in
-# bf16, which goals.yaml left for float32 in stop 63: ~1.5x that on an AVX512-BF16 CPU), then
+# issue 4's goals: every trained stage on the goal slices in full (eval.run.SLICES; 7-35 min per stage on stop 47's AMX CPU
+# in bf16; goals.yaml generates in float32 since stop 63, 1.47x bf16's time on a Zen 4 and likely more on AMX), then
 # each goal beside its measured value and interval in runs/<run>/goals.md (RL_SEED=1: that seed's RL stages)
 goals: data
 	$(PY) -m eval.run --config recipes/$(MODEL)/goals.yaml $(if $(RL_SEED),--run_name $(RL_RUN) --stages rl rl_stop rl_nolen)
@@ -173,8 +173,8 @@ bench-tools: datastore
 	$(PY) -m eval.tool_exposure --world runs/data/world --datastore world --n 300
 
 # does an episode depend on its batch mates? CKPT's greedy episodes on test_heldout's first 128 questions, in file
-# order and reversed (other batch mates), compared question by question (eval.batch_invariance). DTYPE=float32 is
-# make eval's (no answer changed in stop 63, ~6.5 min per pass on 2 cores); DTYPE=fast shows bf16's flips (6 of 128)
+# order and shuffled (other chunks and batch mates), compared question by question (eval.batch_invariance).
+# DTYPE=float32 is make eval's (~6.5 min per pass on stop 63's 2 cores); DTYPE=fast shows bf16's flips (stop 63)
 DTYPE ?= float32
 bench-invariance: data
 	$(PY) -m eval.batch_invariance --out runs/diagnostics/batch_invariance/$(subst /,_,$(CKPT))_$(DTYPE) -- \

@@ -5,13 +5,15 @@
         --dtype float32                                                  (make bench-invariance)
 
 Everything after `--` is `agent.run`'s arguments (model, questions, --dtype, --batch-size, ...).
-The questions run once in file order (out/forward) and once in reverse order (out/reversed), so
-each episode's batch mates change: `agent.run` batches the unfinished episodes of a chunk by
-length each turn. `--order same` runs file order twice instead: the control, which must agree
-in full, or the backend is not even deterministic. A greedy episode should not depend on its
+The questions run once in file order (out/forward) and once shuffled (out/shuffled, a fixed
+seed), so most episodes get other batch mates: `agent.run` runs the questions in chunks of 64 and
+batches a chunk's unfinished episodes by length each turn, so the shuffle changes which questions
+share a chunk. `--order reverse` keeps every chunk's questions (128 questions reversed are the same
+two chunks) and changes only the order of episodes tied in length: a milder change. `--order same`
+runs file order twice: the control, which must agree in full, or the backend is not deterministic. A greedy episode should not depend on its
 batch mates, but in bf16 a row's logits move with the padding its batch needs, and near-ties flip:
-stop 63 saw 6 of 128 final answers change in bf16 and none of 256 in float32, which is why
-`make eval` generates in float32.
+stop 63 saw 15 of 128 final answers change in bf16 (shuffled) and none of 512 in float32, which
+is why `make eval` generates in float32.
 
 Reports, over the questions: the share with the same final answer and the same whole episode
 (Wilson intervals), EM of each pass and the questions it flips, and each pass's seconds. The
@@ -28,7 +30,9 @@ from common.io import atomic_write_json, iter_jsonl, write_jsonl
 from eval.metrics import best_em
 from eval.stats import wilson_ci
 
-ORDERS = ("reverse", "same")
+ORDERS = ("shuffle", "reverse", "same")
+SHUFFLE_SEED = 0
+SECOND_PASS = {"shuffle": "shuffled", "reverse": "reversed", "same": "again"}  # the second pass's folder
 
 
 def episode_key(record: dict) -> str:
@@ -65,16 +69,27 @@ def read_records(folder: Path) -> dict[str, dict]:
 
 def pass_questions(agent, out: Path, order: str) -> tuple[Path, Path]:
     """(the first pass's question file, the second pass's): the questions agent.run would read
-    (its --questions, --limit and --where), reversed for `reverse`, written once under `out`."""
+    (its --questions, --limit and --where), in the order `order` asks for (`reorder`), written under `out`."""
     from agent.run import read_questions
 
     questions = read_questions(agent.questions, agent.limit, agent.where)
     files = []
-    for name, rows in (("forward", questions), ("second", questions[::-1] if order == "reverse" else questions)):
+    for name, rows in (("forward", questions), ("second", reorder(questions, order))):
         path = out / f"questions_{name}.jsonl"  # written every time: a resumed check may ask for more questions
         write_jsonl(path, rows)
         files.append(path)
     return files[0], files[1]
+
+
+def reorder(questions: list[dict], order: str) -> list[dict]:
+    """The second pass's questions: shuffled with a fixed seed, reversed, or as they are."""
+    if order == "shuffle":
+        import random
+
+        shuffled = list(questions)
+        random.Random(SHUFFLE_SEED).shuffle(shuffled)
+        return shuffled
+    return questions[::-1] if order == "reverse" else list(questions)
 
 
 def run_check(out: Path, order: str, agent_args: list[str]) -> dict:
@@ -85,7 +100,7 @@ def run_check(out: Path, order: str, agent_args: list[str]) -> dict:
         raise UserError("leave --out out of agent.run's arguments: each pass writes under the check's --out")
     agent = parse_args(agent_args + ["--out", str(out)])
     out.mkdir(parents=True, exist_ok=True)
-    names = ("forward", "reversed" if order == "reverse" else "again")
+    names = ("forward", SECOND_PASS[order])
     earlier = json.loads((out / "report.json").read_text()).get("seconds_this_run", {}) \
         if (out / "report.json").exists() else {}
     seconds = {}
@@ -103,10 +118,11 @@ def run_check(out: Path, order: str, agent_args: list[str]) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="Run the same questions twice with other batch mates and compare.",
-                                     usage="%(prog)s --out DIR [--order reverse|same] -- AGENT.RUN ARGUMENTS")
+                                     usage="%(prog)s --out DIR [--order shuffle|reverse|same] -- AGENT.RUN ARGUMENTS")
     parser.add_argument("--out", required=True, help="folder for both passes and report.json")
-    parser.add_argument("--order", choices=ORDERS, default="reverse",
-                        help="the second pass: the questions reversed (other batch mates), or the same order (control)")
+    parser.add_argument("--order", choices=ORDERS, default="shuffle",
+                        help="the second pass: the questions shuffled (other chunks and batch mates), reversed (only "
+                             "episodes tied in length change batch), or the same order (the control)")
     parser.add_argument("agent_args", nargs=argparse.REMAINDER, help="after --: agent.run's arguments")
     args = parser.parse_args(argv)
     agent_args = args.agent_args[1:] if args.agent_args[:1] == ["--"] else args.agent_args
