@@ -10,10 +10,12 @@ seed), so most episodes get other batch mates: `agent.run` runs the questions in
 batches a chunk's unfinished episodes by length each turn, so the shuffle changes which questions
 share a chunk. `--order reverse` keeps every chunk's questions (128 questions reversed are the same
 two chunks) and changes only the order of episodes tied in length: a milder change. `--order same`
-runs file order twice: the control, which must agree in full, or the backend is not deterministic. A greedy episode should not depend on its
-batch mates, but in bf16 a row's logits move with the padding its batch needs, and near-ties flip:
-stop 63 saw 15 of 128 final answers change in bf16 (shuffled) and none of 512 in float32, which
-is why `make eval` generates in float32.
+runs file order twice: the control, which must agree in full, or the backend is not deterministic.
+
+A greedy episode should not depend on its batch mates, but in bf16 a row's logits move with the
+padding its batch needs, and near-ties flip: stop 63 saw 15 of 128 final answers change in bf16
+(shuffled) and none in float32 (256 questions, each shuffled and reversed), which is why
+`make eval` generates in float32.
 
 Reports, over the questions: the share with the same final answer and the same whole episode
 (Wilson intervals), EM of each pass and the questions it flips, and each pass's seconds. The
@@ -121,8 +123,8 @@ def main(argv=None) -> None:
                                      usage="%(prog)s --out DIR [--order shuffle|reverse|same] -- AGENT.RUN ARGUMENTS")
     parser.add_argument("--out", required=True, help="folder for both passes and report.json")
     parser.add_argument("--order", choices=ORDERS, default="shuffle",
-                        help="the second pass: the questions shuffled (other chunks and batch mates), reversed (only "
-                             "episodes tied in length change batch), or the same order (the control)")
+                        help="the second pass: the questions shuffled (other chunks and batch mates), reversed (milder: "
+                             "128 questions reversed keep both chunks of 64), or the same order (the control)")
     parser.add_argument("agent_args", nargs=argparse.REMAINDER, help="after --: agent.run's arguments")
     args = parser.parse_args(argv)
     agent_args = args.agent_args[1:] if args.agent_args[:1] == ["--"] else args.agent_args
