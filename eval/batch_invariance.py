@@ -28,18 +28,12 @@ import json
 from pathlib import Path
 
 from common.errors import UserError, cli_main
-from common.io import atomic_write_json, iter_jsonl, write_jsonl
+from common.io import atomic_write_json, write_jsonl
 from eval.metrics import best_em
 from eval.stats import wilson_ci
 
-ORDERS = ("shuffle", "reverse", "same")
 SHUFFLE_SEED = 0
-SECOND_PASS = {"shuffle": "shuffled", "reverse": "reversed", "same": "again"}  # the second pass's folder
-
-
-def episode_key(record: dict) -> str:
-    """What a whole episode is: its messages (every turn, call and tool output)."""
-    return json.dumps(record.get("messages"), sort_keys=True, ensure_ascii=False)
+SECOND_PASS = {"shuffle": "shuffled", "reverse": "reversed", "same": "again"}  # order -> the second pass's folder
 
 
 def compare(first: dict[str, dict], second: dict[str, dict]) -> dict:
@@ -49,7 +43,7 @@ def compare(first: dict[str, dict], second: dict[str, dict]) -> dict:
         raise UserError("the two passes share no question: nothing to compare")
     n = len(shared)
     same_answer = sum(first[q]["prediction"] == second[q]["prediction"] for q in shared)
-    same_episode = sum(episode_key(first[q]) == episode_key(second[q]) for q in shared)
+    same_episode = sum(first[q].get("messages") == second[q].get("messages") for q in shared)  # every turn and output
     em = [(best_em(first[q]["prediction"], first[q]["answers"]), best_em(second[q]["prediction"], second[q]["answers"]))
           for q in shared]  # predictions.jsonl holds no score: agent.run scores when it writes metrics.json
 
@@ -63,10 +57,13 @@ def compare(first: dict[str, dict], second: dict[str, dict]) -> dict:
 
 
 def read_records(folder: Path) -> dict[str, dict]:
+    """A pass's finished records, read as agent.run reads them when it resumes."""
+    from agent.run import read_done
+
     path = folder / "predictions.jsonl"
     if not path.is_file():
         raise UserError(f"{path} does not exist: the pass did not run")
-    return {row["id"]: row for _, row in iter_jsonl(path, "agent.run records")}
+    return read_done(path)
 
 
 def pass_questions(agent, out: Path, order: str) -> tuple[Path, Path]:
@@ -122,7 +119,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="Run the same questions twice with other batch mates and compare.",
                                      usage="%(prog)s --out DIR [--order shuffle|reverse|same] -- AGENT.RUN ARGUMENTS")
     parser.add_argument("--out", required=True, help="folder for both passes and report.json")
-    parser.add_argument("--order", choices=ORDERS, default="shuffle",
+    parser.add_argument("--order", choices=list(SECOND_PASS), default="shuffle",
                         help="the second pass: the questions shuffled (other chunks and batch mates), reversed (milder: "
                              "128 questions reversed keep both chunks of 64), or the same order (the control)")
     parser.add_argument("agent_args", nargs=argparse.REMAINDER, help="after --: agent.run's arguments")
