@@ -7,7 +7,7 @@
 #            DATASET=world | hotpotqa_dev500 | hotpotqa_train100 | bamboogle | nq_sample   (make data)
 #            MODEL=smollm2-135m QUESTIONS=<jsonl> OUT=<folder>   (make agent-run)
 #            CKPT=runs/smollm2-135m/sft/final              (make diagnose, bench-invariance: any checkpoint folder)
-#            DTYPE=float32 | fast | bfloat16               (make bench-invariance: the episodes' dtype)
+#            DTYPE=float32 | fast | bfloat16               (make bench-invariance, stop-fit: the episodes' dtype)
 #            STAGE=sft | rl                                (make stop-fit: whose calibrated stop)
 #            RL_SEED=1                                     (make rl / rl-nolen / eval / stop-fit STAGE=rl: another RL seed,
 #                                                          pooled by make tables)
@@ -138,11 +138,13 @@ miss-sets: setup
 # dev searches, and the threshold that best matches the oracle's stops; make eval runs the checkpoint
 # with it as stage sft_stop (agent.run --answer-threshold <t> --hold-below --release-repeats). ~5 min; reruns skip it.
 # STAGE=rl fits the RL checkpoint's stop instead (eval stage rl_stop), with RL_SEED=1 that seed's.
+# DTYPE: the one make eval generates in (float32); eval refuses a fit made in another (stop 64).
 STAGE ?= sft
 STOP_RUN = $(if $(filter sft,$(STAGE)),$(MODEL),$(RL_RUN))
+DTYPE ?= float32
 stop-fit: probe-sets
 	$(PY) -m eval.stop_decisions --model runs/$(STOP_RUN)/$(STAGE)/final --trajectories $(PROBE_SETS) --fit-threshold \
-		--out runs/$(STOP_RUN)/$(STAGE)/stop_fit.json
+		--dtype $(DTYPE) --out runs/$(STOP_RUN)/$(STAGE)/stop_fit.json
 
 # where a checkpoint fails, on the dev searches: when to stop, whether its first token depends on what
 # the search needs, reading a finished search, the next call of an unfinished one, whether its next move
@@ -175,7 +177,6 @@ bench-tools: datastore
 # does an episode depend on its batch mates? CKPT's greedy episodes on test_heldout's first 128 questions, in file
 # order and shuffled (other chunks and batch mates), compared question by question (eval.batch_invariance).
 # DTYPE=float32 is make eval's (~6.5 min per pass on stop 63's 2 cores); DTYPE=fast shows bf16's flips (stop 63)
-DTYPE ?= float32
 bench-invariance: data
 	$(PY) -m eval.batch_invariance --out runs/diagnostics/batch_invariance/$(subst /,_,$(CKPT))_$(DTYPE) -- \
 		--model $(CKPT) --questions runs/data/world/questions/test_heldout.jsonl --limit 128 --dtype $(DTYPE) --quiet

@@ -142,6 +142,11 @@ def fast_dtype() -> str:
     return "bfloat16" if cpu_has_bf16_units() else "float32"
 
 
+def resolved_dtype(dtype: str) -> str:
+    """The dtype a `--dtype` value generates in on this machine (`fast` resolved), as results record it."""
+    return fast_dtype() if dtype == "fast" else dtype
+
+
 def fp32_instead_of_bf16(training_args, policy: str) -> bool:
     """True (and says why) when a CPU run asks for bf16 where it does not pay (bf16_pays), unless policy is `always`."""
     from common.errors import UserError

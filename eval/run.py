@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agent.tools import DEFAULT_K
 from common.errors import UserError, cli_main
-from common.hardware import fast_dtype
+from common.hardware import resolved_dtype
 from common.io import atomic_write_json, config_hash, file_sha256
 from common.paths import datastore_dir, runs_dir
 from common.recipe import parse_recipe
@@ -128,7 +128,8 @@ def stage_threshold(args: EvalArguments, stage: str, model: str) -> float | str 
 
     if stage not in CALIBRATED_STAGES:
         return None
-    return fitted_stop(runs_dir() / args.run_name / CALIBRATED_STAGES[stage] / STOP_FIT, model)
+    fit = runs_dir() / args.run_name / CALIBRATED_STAGES[stage] / STOP_FIT
+    return fitted_stop(fit, model, resolved_dtype(args.dtype))
 
 
 def plan(args: EvalArguments) -> list[Job]:
@@ -176,7 +177,7 @@ def fingerprint(job: Job, args: EvalArguments, digests: dict) -> dict:
             "datastore": None if job.mode == "closed-book" else datastore_digest(job.datastore),
             "mode": job.mode, "prompt": config_hash({"agent": prompt_hash(), "rag": RAG_PROMPT}),
             "limit": args.limit, "k": args.k, "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
-            "temperature": 0.0, "dtype": fast_dtype() if args.dtype == "fast" else args.dtype, "agent_code": digests["agent code"],
+            "temperature": 0.0, "dtype": resolved_dtype(args.dtype), "agent_code": digests["agent code"],
             **({"answer_threshold": job.answer_threshold, "hold_below": True} if job.answer_threshold is not None else {}),
             **({"release_repeats": True} if releases_repeats(job, args) else {}),
             **({"where": list(job.where)} if job.where else {})}

@@ -32,6 +32,7 @@ from sft.data import read_trajectories  # the same reader and checks as SFT
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 MAKE_DEFAULT_MODEL = "smollm2-135m"  # the Makefile's MODEL
+MAKE_DEFAULT_DTYPE = "float32"  # the Makefile's DTYPE (make stop-fit), as eval.yaml's
 
 
 def decision_points(messages: list[dict]):
@@ -176,9 +177,10 @@ def main(argv=None) -> None:
                              "with --hold-below (two-sided); use dev questions, never test")
     args = parser.parse_args(argv)
     from agent.models import checkpoint_digest
+    from common.hardware import resolved_dtype
 
     sets = {path: read_trajectories(path) for path in args.trajectories}
-    identity = {"checkpoint": checkpoint_digest(args.model), "trajectories": {
+    identity = {"checkpoint": checkpoint_digest(args.model), "dtype": resolved_dtype(args.dtype), "trajectories": {
         path: config_hash(rows) for path, rows in sets.items()}}
     if args.fit_threshold and args.out and stored_identity(Path(args.out)) == identity:
         print(f"{args.out} is up to date (same checkpoint and probe sets); nothing to do")
@@ -200,37 +202,44 @@ def main(argv=None) -> None:
 
 
 def stored_identity(path: Path) -> dict | None:
-    """The checkpoint digest and probe sets a stored result was made from (None if there is none)."""
+    """The checkpoint digest, dtype and probe sets a stored result was made from (None if there is none)."""
     if not path.is_file():
         return None
     stored = json.loads(path.read_text())
-    return {"checkpoint": stored.get("checkpoint"), "trajectories": stored.get("trajectories")} if stored.get("fitted") else None
+    keys = ("checkpoint", "dtype", "trajectories")
+    return {key: stored.get(key) for key in keys} if stored.get("fitted") else None
 
 
-def stop_fit_command(path: Path) -> str:
-    """What writes the fit at `path`: `make stop-fit` for runs/<model>[-rlseed<N>]/<stage>/ of a recipe
-    folder (make rl RL_SEED=N writes the -rlseed<N> runs), the module itself for any other run folder."""
+def stop_fit_command(path: Path, dtype: str | None = None) -> str:
+    """What writes the fit at `path` (in `dtype`): `make stop-fit` for runs/<model>[-rlseed<N>]/<stage>/ of a
+    recipe folder (make rl RL_SEED=N writes the -rlseed<N> runs), the module itself for any other run folder."""
     run, stage = path.parent.parent.name, path.parent.name
     seed = re.fullmatch(r"(.+)-rlseed(\d+)", run)
     model = seed.group(1) if seed else run
     if not (RECIPES / model).is_dir():
         return (f"python -m eval.stop_decisions --model {path.parent / 'final'} --trajectories <dev oracle searches> "
-                f"--fit-threshold --out {path}")
+                f"--fit-threshold --dtype {dtype or 'float32'} --out {path}")
     return " ".join(["make stop-fit", *([f"STAGE={stage}"] if stage != "sft" else []),
                      *([f"RL_SEED={seed.group(2)}"] if seed else []),
-                     *([f"MODEL={model}"] if model != MAKE_DEFAULT_MODEL else [])])
+                     *([f"MODEL={model}"] if model != MAKE_DEFAULT_MODEL else []),
+                     *([f"DTYPE={dtype}"] if dtype not in (None, MAKE_DEFAULT_DTYPE) else [])])
 
 
-def fitted_stop(path: Path, checkpoint: str) -> float | str:
-    """The two-sided threshold fitted for this checkpoint (`make stop-fit`), or why there is none."""
+def fitted_stop(path: Path, checkpoint: str, dtype: str | None = None) -> float | str:
+    """The two-sided threshold fitted for this checkpoint (`make stop-fit`), or why there is none. With
+    `dtype` (the one the episodes generate in), a fit made in another dtype is refused: bf16 and float32
+    give the same checkpoint other P(answer)s, and so other thresholds (stop 63: 0.433 and 0.464)."""
     from agent.models import checkpoint_digest
 
-    target = stop_fit_command(path)
+    target = stop_fit_command(path, dtype)
     if not path.is_file():
         return f"no stop fit at {path} ({target})"
     stored = json.loads(path.read_text())
     if stored.get("checkpoint") != checkpoint_digest(checkpoint):
         return f"{path} was fitted on another checkpoint than {checkpoint} (rerun {target})"
+    if dtype is not None and stored.get("dtype") != dtype:
+        fitted_in = stored.get("dtype") or "an unrecorded dtype (fits before stop 64 used bf16 where the CPU has it)"
+        return f"{path} was fitted in {fitted_in}, these episodes generate in {dtype} (rerun {target})"
     threshold = ((stored.get("fitted") or {}).get("two_sided") or {}).get("threshold")
     return threshold if threshold is not None else f"{path} holds no two-sided fit (rerun {target})"
 

@@ -85,10 +85,10 @@ def _mixed(solved: Counter, samples: int) -> int:
 def sampler_settings(args) -> dict:
     """What the samples' episodes depend on (the checkpoint by digest); not how many samples or questions."""
     from agent.models import checkpoint_digest
-    from common.hardware import fast_dtype
+    from common.hardware import resolved_dtype
 
     return {**vars(args), "model": checkpoint_digest(args.model), "questions": file_sha256(Path(args.questions)),
-            "dtype": fast_dtype() if args.dtype == "fast" else args.dtype,
+            "dtype": resolved_dtype(args.dtype),
             "samples": None, "limit": None, "out": None,  # more samples or questions extend the run
             "sampler": SAMPLER_VERSION}
 

@@ -310,7 +310,8 @@ def test_stale_results_rerun_only_when_inputs_change(runs, monkeypatch):
     ("smollm2-135m", "sft_stop", "sft", "(make stop-fit)"),
     ("smollm2-135m", "rl_stop", "rl", "(make stop-fit STAGE=rl)"),
     ("tiny-rlseed1", "rl_stop", "rl", "(make stop-fit STAGE=rl RL_SEED=1 MODEL=tiny)"),
-    ("smollm2-135m-variant", "rl_stop", "rl", "--fit-threshold --out {runs}/smollm2-135m-variant/rl/stop_fit.json)")])
+    ("smollm2-135m-variant", "rl_stop", "rl",
+     "--fit-threshold --dtype float32 --out {runs}/smollm2-135m-variant/rl/stop_fit.json)")])
 def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeypatch, capsys, run, stage, trained, target):
     """sft_stop (rl_stop) decodes the SFT (RL) checkpoint with the two-sided stop fitted for that checkpoint
     (make stop-fit [STAGE=rl]); without a fit, or with one made for other weights, it is skipped and says why."""
@@ -331,10 +332,10 @@ def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeyp
     out = capsys.readouterr().out
     assert f"skipped stage {stage}: no stop fit" in out and out.rstrip().endswith(target.format(runs=runs))
 
-    def fit(threshold, weights):
+    def fit(threshold, weights, dtype="float32"):
         digest = checkpoint_digest(str(folder / "final"))
         (folder / "final" / "model.safetensors").write_bytes(weights)
-        (folder / "stop_fit.json").write_text(json.dumps({"checkpoint": digest, "fitted": {
+        (folder / "stop_fit.json").write_text(json.dumps({"checkpoint": digest, "dtype": dtype, "fitted": {
             "two_sided": {"threshold": threshold, "two_sided": True}}}))
 
     fit(0.4, b"weights-1")
@@ -355,6 +356,18 @@ def test_calibrated_stage_runs_its_checkpoint_with_its_own_dev_fit(runs, monkeyp
     fit(0.5, b"weights-2")  # fitted before the checkpoint was retrained
     assert eval_run.plan(config) == []
     assert "fitted on another checkpoint" in capsys.readouterr().out
+    for dtype in ("bfloat16", None):  # another dtype's probabilities, or a fit from before stop 64: refused
+        fit(0.5, b"weights-2", dtype)
+        assert eval_run.plan(config) == []
+        assert f"was fitted in {dtype or 'an unrecorded dtype'}" in capsys.readouterr().out
+    config.dtype = "bfloat16"  # an evaluation in bf16 uses a fit made in bf16, and says how to make one
+    fit(0.5, b"weights-2", "bfloat16")
+    assert len(eval_run.plan(config)) == 1
+    fit(0.5, b"weights-2")
+    assert eval_run.plan(config) == []
+    out = capsys.readouterr().out
+    assert "was fitted in float32, these episodes generate in bfloat16" in out
+    assert run == "smollm2-135m-variant" or out.rstrip().endswith("DTYPE=bfloat16)")
 
 
 def test_eval_plan_skips_missing_stages(runs, capsys):

@@ -163,8 +163,8 @@ def test_contrast_compare_pools_sets_and_pairs_checkpoints_on_shared_pairs(tmp_p
 
 
 def test_stop_fit_is_recorded_for_its_checkpoint_and_not_redone(tiny, tmp_path, capsys):
-    """make stop-fit: the fit names the checkpoint's weights (eval's sft_stop checks them) and a rerun
-    on the same checkpoint and probe sets does nothing."""
+    """make stop-fit: the fit names the checkpoint's weights and dtype (eval's sft_stop checks both) and a
+    rerun on the same checkpoint, dtype and probe sets does nothing."""
     from agent.models import checkpoint_digest
     from eval.stop_decisions import fitted_stop, main
 
@@ -172,17 +172,23 @@ def test_stop_fit_is_recorded_for_its_checkpoint_and_not_redone(tiny, tmp_path, 
     probes = tmp_path / "probes.jsonl"
     probes.write_text(json.dumps({"id": "a", "hops": 2, "type": "bridge", "messages": messages}) + "\n")
     out = tmp_path / "stop_fit.json"
-    main(["--model", "tiny", "--trajectories", str(probes), "--fit-threshold", "--out", str(out)])
+    argv = ["--model", "tiny", "--trajectories", str(probes), "--fit-threshold", "--out", str(out)]
+    main([*argv, "--dtype", "float32"])
     stored = json.loads(out.read_text())
     assert stored["checkpoint"] == checkpoint_digest("tiny")
     threshold = stored["fitted"]["two_sided"]["threshold"]
     assert fitted_stop(out, "tiny") == threshold and 0 < threshold < 1
+    assert stored["dtype"] == "float32" and fitted_stop(out, "tiny", "float32") == threshold
+    assert "generate in bfloat16" in fitted_stop(out, "tiny", "bfloat16")  # fitted in float32: refused for bf16
     capsys.readouterr()
-    main(["--model", "tiny", "--trajectories", str(probes), "--fit-threshold", "--out", str(out)])
+    main([*argv, "--dtype", "float32"])
     assert "up to date" in capsys.readouterr().out
     probes.write_text(json.dumps({"id": "b", "hops": 2, "type": "bridge", "messages": messages}) + "\n")
-    main(["--model", "tiny", "--trajectories", str(probes), "--fit-threshold", "--out", str(out)])
+    main([*argv, "--dtype", "float32"])
     assert "up to date" not in capsys.readouterr().out  # other probe questions: fitted again
+    main([*argv, "--dtype", "bfloat16"])
+    assert "up to date" not in capsys.readouterr().out  # another dtype: fitted again, and recorded
+    assert json.loads(out.read_text())["dtype"] == "bfloat16"
 
 
 def test_openers_compare_the_model_with_the_oracle_by_action(tiny):
