@@ -75,6 +75,8 @@ sft: data
 
 # the SFT model's sampled pass rate on train_rl: rl.yaml keeps the questions it sometimes solves (~14 min on 2 cores;
 # a rerun on the same checkpoint reuses the samples). make rl runs it first where the recipe reads its file.
+# dtype fast (bf16), unlike make eval: its 4 episodes per question are sampled, so the little that batch mates
+# move bf16's logits is small beside the sampling's own spread, and make rl must fit 45 minutes (stop 64)
 RL_NEEDS := $(if $(shell grep -s '^pass_rate_file: runs/' recipes/$(MODEL)/rl.yaml),pass-rate,setup)
 
 pass-rate: setup
