@@ -183,7 +183,7 @@ def main(argv=None) -> None:
     identity = {"checkpoint": checkpoint_digest(args.model), "dtype": resolved_dtype(args.dtype), "trajectories": {
         path: config_hash(rows) for path, rows in sets.items()}}
     if args.fit_threshold and args.out and stored_identity(Path(args.out)) == identity:
-        print(f"{args.out} is up to date (same checkpoint and probe sets); nothing to do")
+        print(f"{args.out} is up to date (same checkpoint, dtype and probe sets); nothing to do")
         return
     model, tokenizer, tools = teacher_forcing_setup(args)
     report = {}
