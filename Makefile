@@ -138,7 +138,7 @@ miss-sets: setup
 
 # the SFT checkpoint's calibrated stop: P(the turn opens with <answer>) after each tool output on the
 # dev searches, and the threshold that best matches the oracle's stops; make eval runs the checkpoint
-# with it as stage sft_stop (agent.run --answer-threshold <t> --hold-below --release-repeats). ~5 min; reruns skip it.
+# with it as stage sft_stop (agent.run --answer-threshold <t> --hold-below --release-repeats). 5-10 min; reruns skip it.
 # STAGE=rl fits the RL checkpoint's stop instead (eval stage rl_stop), with RL_SEED=1 that seed's.
 # DTYPE: the one make eval generates in (float32); eval refuses a fit made in another (stop 64).
 STAGE ?= sft
