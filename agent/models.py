@@ -93,11 +93,10 @@ def load_model(name_or_path: str, dtype="auto"):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from common.hardware import fast_dtype
+    from common.hardware import resolved_dtype
 
     path = resolve_model(name_or_path)
-    if dtype == "fast":
-        dtype = fast_dtype()
+    dtype = resolved_dtype(dtype)
     if isinstance(dtype, str) and dtype != "auto":
         if not isinstance(getattr(torch, dtype, None), torch.dtype):
             raise UserError(f"unknown dtype {dtype!r}: use auto, fast, float32, bfloat16 or float16")

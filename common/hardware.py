@@ -143,7 +143,8 @@ def fast_dtype() -> str:
 
 
 def resolved_dtype(dtype: str) -> str:
-    """The dtype a `--dtype` value generates in on this machine (`fast` resolved), as results record it."""
+    """The dtype a `--dtype` value generates in on this machine (`fast` resolved; anything else, a torch dtype
+    included, as given), as results record it."""
     return fast_dtype() if dtype == "fast" else dtype
 
 

@@ -218,7 +218,7 @@ def stop_fit_command(path: Path, dtype: str | None = None) -> str:
     model = seed.group(1) if seed else run
     if not (RECIPES / model).is_dir():
         return (f"python -m eval.stop_decisions --model {path.parent / 'final'} --trajectories <dev oracle searches> "
-                f"--fit-threshold --dtype {dtype or 'float32'} --out {path}")
+                f"--fit-threshold --dtype {dtype or MAKE_DEFAULT_DTYPE} --out {path}")
     return " ".join(["make stop-fit", *([f"STAGE={stage}"] if stage != "sft" else []),
                      *([f"RL_SEED={seed.group(2)}"] if seed else []),
                      *([f"MODEL={model}"] if model != MAKE_DEFAULT_MODEL else []),
